@@ -1,0 +1,914 @@
+# P3O on the Ocean suite: small vectorised PyTorch environments that train in seconds to minutes.
+# The algorithm is ../shared/P3O.md: PPO with GAE replaced by a multi-horizon Gaussian value head and a
+# precision-weighted advantage (kernels/advantage.cu on a GPU, its PyTorch twin `p3o_advantage` elsewhere).
+"""Usage:
+    python p3o_ocean.py                                  # the whole suite in sequence, then a table
+    python p3o_ocean.py --env-id delay --delay 32        # one env
+    python p3o_ocean.py --env-id squared --horizon 32 --weight-norm sum
+    tensorboard --logdir runs
+"""
+import difflib
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal, Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.categorical import Categorical
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled by default"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "p3o"
+    """the wandb's project name"""
+    wandb_entity: Optional[str] = None
+    """the entity (team) of wandb's project"""
+    progress: bool = True
+    """if toggled, a one-line progress display (steps, SPS, score, ETA) is printed during training"""
+
+    # Algorithm specific arguments
+    env_id: str = "all"
+    """the Ocean env to train (`all`: the whole suite, one env after the other)"""
+    total_timesteps: int = 0
+    """total timesteps of the experiment (0: the env's own budget, `default_timesteps`)"""
+    learning_rate: float = 3e-3
+    """the learning rate of the optimizer"""
+    num_envs: int = 256
+    """the number of parallel environments"""
+    num_steps: int = 128
+    """the number of steps to run in each environment per policy rollout"""
+    anneal_lr: bool = True
+    """Toggle learning rate annealing for policy and value networks"""
+    num_minibatches: int = 4
+    """the number of mini-batches (keep them under ~30k samples at H = 128: on the CPU, temporaries of 32 MB
+    and more are mapped and page-faulted afresh at every use)"""
+    update_epochs: int = 2
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """Toggles advantages normalization"""
+    clip_coef: float = 0.1
+    """the surrogate clipping coefficient"""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: Optional[float] = None
+    """the target KL divergence threshold"""
+    hidden_size: int = 64
+    """width of the shared MLP trunk"""
+
+    # P3O specific arguments
+    horizon: int = 128
+    """H, the horizon cap: the value head predicts the reward at each of the next H steps"""
+    puf: float = 0.0
+    """in [0, 1]: how much of the batch's reward precision to subtract from each offset's precision"""
+    weight_norm: Literal["max", "sum"] = "max"
+    """normalise the kept precision weights by their maximum or by their sum"""
+    min_horizon: int = 16
+    """the variable horizon never cuts below this many offsets"""
+    horizon_cut: float = 0.95
+    """cut the horizon at the first offset whose sigma exceeds this fraction of the reward std (0: no cut)"""
+    tail: Literal["bootstrap", "none"] = "bootstrap"
+    """windows that reach the rollout's end: continue them with predictions at the last state, or stop"""
+    kernel: Literal["auto", "cuda", "torch"] = "auto"
+    """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
+
+    # Ocean env options (each env reads the ones it needs)
+    delay: int = 4
+    """delay: steps between a decision and its reward"""
+    forage_distance: int = 16
+    """forage: distance to the large reward"""
+    password_length: int = 5
+    """password: number of bits to guess"""
+
+    # to be filled in runtime
+    batch_size: int = 0
+    """the batch size (computed in runtime)"""
+    minibatch_size: int = 0
+    """the mini-batch size (computed in runtime)"""
+    num_iterations: int = 0
+    """the number of iterations (computed in runtime)"""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Ocean environments: vectorised over envs, on the model's device, all randomness from a seeded generator.
+# Every env returns obs [N, obs_dim] float32 and takes Discrete(num_actions) actions; it reports a normalised
+# `score` in [0, 1] at episode end. Lookups use index_select rather than t[idx]: advanced indexing is several
+# times slower on the CPU, and these envs are meant to cost microseconds per step.
+# ---------------------------------------------------------------------------------------------------------
+class OceanEnv:
+    """Shared bookkeeping: RNG, running episode return/length and the info dict."""
+
+    optimal_score = 1.0
+    solved_score = 0.9
+    default_timesteps = 2_000_000
+    # Ocean envs reset inside the step that ends an episode, so every step is a real decision. EnvPool and
+    # Gymnasium vector envs instead spend the next step on the reset (its action ignored): True there.
+    autoreset_next_step = False
+
+    def __init__(self, num_envs: int, device="cpu", seed: int = 0):
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.episode_return = torch.zeros(num_envs, device=self.device)
+        self.episode_length = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+
+    def _randint(self, high, size=None):
+        size = (self.num_envs,) if size is None else size
+        return torch.randint(high, size, generator=self.generator, device=self.device)
+
+    def _zeros(self, dtype=torch.int64):
+        return torch.zeros(self.num_envs, dtype=dtype, device=self.device)
+
+    def _reset_stats(self):
+        self.episode_return.zero_()
+        self.episode_length.zero_()
+
+    def _finish_step(self, reward, terminated, truncated, score):
+        """Accumulate the episode stats, report them where an episode ended, then clear them there."""
+        self.episode_return += reward
+        self.episode_length += 1
+        done = terminated | truncated
+        info = {
+            "score": torch.where(done, score, 0.0),
+            "episode_return": torch.where(done, self.episode_return, 0.0),
+            "episode_length": torch.where(done, self.episode_length, 0),
+        }
+        self.episode_return.masked_fill_(done, 0.0)
+        self.episode_length.masked_fill_(done, 0)
+        return info
+
+
+class Bandit(OceanEnv):
+    """Noisy one-step credit assignment: 4 Bernoulli arms with success probabilities
+    [0.2, 0.4, 0.6, 0.8], permuted once by the seed. Tests that the agent can average
+    out reward noise. Score 1 iff the best arm was pulled.
+    Optimal score: 1.0 (random policy 0.25). Solved: score >= 0.9."""
+
+    optimal_score = 1.0
+    solved_score = 0.9
+    default_timesteps = 500_000
+
+    def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
+        super().__init__(num_envs, device, seed)
+        self.obs_dim, self.num_actions = 1, 4
+        perm = torch.randperm(4, generator=self.generator, device=self.device)
+        self.probs = torch.tensor([0.2, 0.4, 0.6, 0.8], device=self.device)[perm]
+        self.best_arm = self.probs.argmax()  # stays a tensor: no host sync
+
+    def _obs(self):
+        return torch.ones(self.num_envs, 1, device=self.device)
+
+    def reset(self):
+        self._reset_stats()
+        return self._obs()
+
+    def step(self, actions):
+        actions = torch.as_tensor(actions, device=self.device)
+        u = torch.rand(self.num_envs, generator=self.generator, device=self.device)
+        reward = (u < self.probs.index_select(0, actions)).float()
+        terminated = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        truncated = torch.zeros_like(terminated)
+        score = (actions == self.best_arm).float()
+        info = self._finish_step(reward, terminated, truncated, score)
+        return self._obs(), reward, terminated, truncated, info
+
+
+class Password(OceanEnv):
+    """Sparse-reward exploration: enter a fixed binary password (drawn from the seed) one
+    bit per step; reward 1 on the last step iff every bit was right. Obs is the one-hot
+    step index, so only exploration can find the password (random policy: 2**-L = 1/32).
+    Kwarg: password_length (default 5). Optimal score: 1.0. Solved: score >= 0.9."""
+
+    optimal_score = 1.0
+    solved_score = 0.9
+    default_timesteps = 1_000_000
+
+    def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
+        super().__init__(num_envs, device, seed)
+        self.length = int(kwargs.get("password_length", 5))
+        assert self.length >= 1, "password_length must be >= 1"
+        self.obs_dim, self.num_actions = self.length, 2
+        self.password = self._randint(2, (self.length,))
+        self._eye = torch.eye(self.length, device=self.device)
+
+    def reset(self):
+        self._reset_stats()
+        self.t = self._zeros()
+        self.all_correct = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        return self._eye.index_select(0, self.t)
+
+    def step(self, actions):
+        actions = torch.as_tensor(actions, device=self.device)
+        self.all_correct &= actions == self.password.index_select(0, self.t)
+        self.t += 1
+        terminated = self.t == self.length
+        truncated = torch.zeros_like(terminated)
+        reward = (terminated & self.all_correct).float()
+        info = self._finish_step(reward, terminated, truncated, reward)
+        # Same-step autoreset: finished envs start over at step 0.
+        self.t.masked_fill_(terminated, 0)
+        self.all_correct |= terminated
+        return self._eye.index_select(0, self.t), reward, terminated, truncated, info
+
+
+class Stochastic(OceanEnv):
+    """The optimum is a mixed strategy. The obs is constant (the agent cannot tell steps
+    apart), 10 steps, 2 actions; at the last step reward = 1 - |n0/10 - p| / max(p, 1-p)
+    with p = 0.7 and n0 = number of action-0 picks. A deterministic memoryless policy plays
+    one action throughout: 1 - 0.3/0.7 = 0.571 (always 0) or 0 (always 1); only sampling
+    action 0 with probability ~0.7 does well.
+
+    Derivation of the optimum over i.i.d. policies P(a=0) = q, n0 ~ Binomial(10, q):
+        E[r](q) = 1 - E|n0 - 7| / 7
+        d/dq E|n0 - 7| = 10 * (1 - 2 * P(Binomial(9, q) <= 6)),
+    so the optimum solves P(Binomial(9, q) <= 6) = 1/2, i.e. q* = 0.7137633, giving
+    E[r](q*) = sum_k C(10,k) q*^k (1-q*)^(10-k) (1 - |k-7|/7) = 0.8406368
+    (q = 0.7 gives 0.8399032, uniform random 0.6953125).
+    Optimal score: 0.8406368. Solved: score >= 0.79 (= floor(0.95 * optimal, 2 decimals))."""
+
+    optimal_score = 0.8406368
+    solved_score = 0.79
+    default_timesteps = 1_000_000
+    episode_steps = 10
+    p = 0.7
+
+    def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
+        super().__init__(num_envs, device, seed)  # no randomness, but keep the interface
+        self.obs_dim, self.num_actions = 1, 2
+
+    def reset(self):
+        self._reset_stats()
+        self.t = self._zeros()
+        self.n0 = self._zeros()
+        return torch.zeros(self.num_envs, 1, device=self.device)
+
+    def step(self, actions):
+        actions = torch.as_tensor(actions, device=self.device)
+        self.n0 += actions == 0
+        self.t += 1
+        terminated = self.t == self.episode_steps
+        truncated = torch.zeros_like(terminated)
+        # |n0/10 - p| written as |n0 - 10p| / 10 so that n0 = 7 gives exactly 0 in float32.
+        dev = (self.n0.float() - self.episode_steps * self.p).abs()
+        final = 1.0 - dev / (self.episode_steps * max(self.p, 1.0 - self.p))
+        reward = torch.where(terminated, final, 0.0)
+        info = self._finish_step(reward, terminated, truncated, reward)
+        self.t.masked_fill_(terminated, 0)
+        self.n0.masked_fill_(terminated, 0)
+        return torch.zeros(self.num_envs, 1, device=self.device), reward, terminated, truncated, info
+
+
+class Squared(OceanEnv):
+    """Grid navigation: 7x7 grid, agent starts at the centre, one target at a uniformly
+    random other cell. Actions: stay, up, down, left, right (clamped at walls). Obs: two
+    flattened one-hot planes (agent, target), dim 98. Reward 1 and termination on reaching
+    the target, truncation after 14 steps (every target is <= 6 moves away).
+    Optimal score: 1.0. Solved: score >= 0.95."""
+
+    optimal_score = 1.0
+    solved_score = 0.95
+    default_timesteps = 1_000_000
+    size = 7
+
+    def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
+        super().__init__(num_envs, device, seed)
+        S = self.size
+        self.obs_dim, self.num_actions = 2 * S * S, 5
+        self.max_steps = 2 * S
+        self.centre = S // 2
+        #                                stay  up  down left right
+        self.d_row = torch.tensor([0, -1, 1, 0, 0], device=self.device)
+        self.d_col = torch.tensor([0, 0, 0, -1, 1], device=self.device)
+        self._eye = torch.eye(S * S, device=self.device)
+
+    def _new_targets(self):
+        # Uniform over the S*S - 1 non-centre cells: draw from S*S - 1 and skip the centre.
+        centre_idx = self.centre * self.size + self.centre
+        idx = self._randint(self.size * self.size - 1)
+        return idx + (idx >= centre_idx).long()
+
+    def _obs(self):
+        # Rows (agent, target) of env i, laid side by side, are obs[i] = [agent plane, target plane].
+        agent = self.row * self.size + self.col
+        return self._eye.index_select(0, torch.stack([agent, self.target], 1).view(-1)).view(self.num_envs, -1)
+
+    def reset(self):
+        self._reset_stats()
+        self.row = torch.full((self.num_envs,), self.centre, device=self.device)
+        self.col = torch.full((self.num_envs,), self.centre, device=self.device)
+        self.target = self._new_targets()
+        self.t = self._zeros()
+        return self._obs()
+
+    def step(self, actions):
+        actions = torch.as_tensor(actions, device=self.device)
+        self.row = (self.row + self.d_row.index_select(0, actions)).clamp(0, self.size - 1)
+        self.col = (self.col + self.d_col.index_select(0, actions)).clamp(0, self.size - 1)
+        self.t += 1
+        terminated = self.row * self.size + self.col == self.target
+        truncated = ~terminated & (self.t >= self.max_steps)
+        reward = terminated.float()
+        info = self._finish_step(reward, terminated, truncated, reward)
+        done = terminated | truncated
+        # Draw targets for every env (keeps it branch-free) and keep them where an episode ended.
+        self.target = torch.where(done, self._new_targets(), self.target)
+        self.row.masked_fill_(done, self.centre)
+        self.col.masked_fill_(done, self.centre)
+        self.t.masked_fill_(done, 0)
+        return self._obs(), reward, terminated, truncated, info
+
+
+class Delay(OceanEnv):
+    """Horizon probe / delayed credit assignment. Each step shows a random cue bit (one-hot,
+    dim 2); action == cue is correct, and the reward for the decision at step t is paid at
+    step t + D (D = kwarg `delay`, default 4, >= 1), interleaved with the rewards of the
+    later decisions. An episode has 64 scored decisions (steps 0..63) plus D unscored tail
+    steps so every reward lands inside the episode (length 64 + D, ends terminated).
+    Score = max(0, 2 * accuracy - 1) over the 64 decisions (random ~0).
+    Note: GAE at gamma 0.99 / lambda 0.95 weighs a reward 64 steps out by about
+    (0.99 * 0.95)**64 ~= 0.02, so large D stresses the advantage horizon.
+    Optimal score: 1.0. Solved: score >= 0.9."""
+
+    optimal_score = 1.0
+    solved_score = 0.9
+    default_timesteps = 1_000_000
+    num_decisions = 64
+
+    def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
+        super().__init__(num_envs, device, seed)
+        self.delay = int(kwargs.get("delay", 4))
+        assert self.delay >= 1, "delay must be >= 1"
+        self.obs_dim, self.num_actions = 2, 2
+        self.episode_steps = self.num_decisions + self.delay
+        self._eye = torch.eye(2, device=self.device)
+
+    def reset(self):
+        self._reset_stats()
+        self.t = self._zeros()
+        self.n_correct = self._zeros()
+        # Ring buffer of not-yet-paid correctness; slot t % D holds the decision of step t.
+        self.pending = torch.zeros(self.num_envs, self.delay, device=self.device)
+        self.cue = self._randint(2)
+        return self._eye.index_select(0, self.cue)
+
+    def step(self, actions):
+        actions = torch.as_tensor(actions, device=self.device)
+        scored = self.t < self.num_decisions
+        correct = (actions == self.cue) & scored
+        slot = (self.t % self.delay).unsqueeze(1)
+        # Slot t % D was written at step t - D (or is still 0 for t < D): pay it, then reuse it.
+        reward = self.pending.gather(1, slot).squeeze(1)
+        self.pending.scatter_(1, slot, correct.float().unsqueeze(1))
+        self.n_correct += correct
+        self.t += 1
+        terminated = self.t == self.episode_steps
+        truncated = torch.zeros_like(terminated)
+        score = (2.0 * self.n_correct.float() / self.num_decisions - 1.0).clamp(min=0.0)
+        info = self._finish_step(reward, terminated, truncated, score)
+        # No buffer clearing needed: the D tail steps wrote 0 into every slot.
+        self.t.masked_fill_(terminated, 0)
+        self.n_correct.masked_fill_(terminated, 0)
+        self.cue = self._randint(2)
+        return self._eye.index_select(0, self.cue), reward, terminated, truncated, info
+
+
+class Forage(OceanEnv):
+    """Short vs long horizon: a 1-D corridor from -2 to +F (F = kwarg `forage_distance`,
+    default 16), start at 0, actions left/right. Reaching -2 ends the episode with 0.1,
+    reaching +F ends it with 1.0; truncation after 4F steps with 0. A myopic agent settles
+    for the near 0.1. Obs: one-hot position (dim F + 3). Score = reward collected (random ~0.11).
+    Optimal score: 1.0. Solved: score >= 0.9."""
+
+    optimal_score = 1.0
+    solved_score = 0.9
+    default_timesteps = 2_000_000
+    near_pos, near_reward, far_reward = -2, 0.1, 1.0
+
+    def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
+        super().__init__(num_envs, device, seed)  # no randomness, but keep the interface
+        self.distance = int(kwargs.get("forage_distance", 16))
+        assert self.distance >= 1, "forage_distance must be >= 1"
+        self.obs_dim, self.num_actions = self.distance - self.near_pos + 1, 2
+        self.max_steps = 4 * self.distance
+        self._eye = torch.eye(self.obs_dim, device=self.device)
+
+    def _obs(self):
+        return self._eye.index_select(0, self.pos - self.near_pos)
+
+    def reset(self):
+        self._reset_stats()
+        self.pos = self._zeros()
+        self.t = self._zeros()
+        return self._obs()
+
+    def step(self, actions):
+        actions = torch.as_tensor(actions, device=self.device)
+        self.pos += 2 * actions - 1  # 0 = left, 1 = right
+        self.t += 1
+        near, far = self.pos == self.near_pos, self.pos == self.distance
+        terminated = near | far
+        truncated = ~terminated & (self.t >= self.max_steps)
+        reward = near.float() * self.near_reward + far.float() * self.far_reward
+        info = self._finish_step(reward, terminated, truncated, reward)
+        done = terminated | truncated
+        self.pos.masked_fill_(done, 0)
+        self.t.masked_fill_(done, 0)
+        return self._obs(), reward, terminated, truncated, info
+
+
+class Mixed(OceanEnv):
+    """Rewards at two horizons at once, where one fixed gamma/lambda must compromise.
+    32 steps. Step 0 shows a "long" cue; matching it pays a bonus of 1.0 at the last step
+    (step 31). Steps 1..31 each show a fresh "short" cue; matching it pays 0.1 at once.
+    Obs: [is_step_0, cue one-hot(2)], dim 3 (the long cue is only visible at step 0).
+    Score = 0.5 * bonus_obtained + 0.5 * fraction of the 31 short cues matched (random ~0.5).
+    Optimal score: 1.0. Solved: score >= 0.9."""
+
+    optimal_score = 1.0
+    solved_score = 0.9
+    default_timesteps = 2_000_000
+    episode_steps = 32
+    short_reward, bonus_reward = 0.1, 1.0
+
+    def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
+        super().__init__(num_envs, device, seed)
+        self.obs_dim, self.num_actions = 3, 2
+        # Row 2 * is_step_0 + cue -> observation; one gather builds the whole obs batch.
+        self._obs_table = torch.tensor(
+            [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [1.0, 0.0, 1.0]], device=self.device
+        )
+
+    def _obs(self):
+        return self._obs_table.index_select(0, 2 * (self.t == 0).long() + self.cue)
+
+    def reset(self):
+        self._reset_stats()
+        self.t = self._zeros()
+        self.bonus = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self.n_short = self._zeros()
+        self.cue = self._randint(2)
+        return self._obs()
+
+    def step(self, actions):
+        actions = torch.as_tensor(actions, device=self.device)
+        match = actions == self.cue
+        first = self.t == 0
+        self.bonus = torch.where(first, match, self.bonus)  # (re)set at every episode's step 0
+        short_hit = match & ~first
+        self.n_short += short_hit
+        self.t += 1
+        terminated = self.t == self.episode_steps
+        truncated = torch.zeros_like(terminated)
+        reward = short_hit.float() * self.short_reward + (terminated & self.bonus).float() * self.bonus_reward
+        score = 0.5 * self.bonus.float() + 0.5 * self.n_short.float() / (self.episode_steps - 1)
+        info = self._finish_step(reward, terminated, truncated, score)
+        self.t.masked_fill_(terminated, 0)
+        self.n_short.masked_fill_(terminated, 0)
+        self.cue = self._randint(2)
+        return self._obs(), reward, terminated, truncated, info
+
+
+OCEAN_ENVS = {
+    "bandit": Bandit,
+    "password": Password,
+    "stochastic": Stochastic,
+    "squared": Squared,
+    "delay": Delay,
+    "forage": Forage,
+    "mixed": Mixed,
+}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# ALGO LOGIC: the P3O advantage (the PyTorch twin of kernels/advantage.cu)
+# ---------------------------------------------------------------------------------------------------------
+MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
+
+
+def episode_windows(rewards, terminals, horizon, tail_mu=None):
+    """The rewards ahead of every decision, and how far ahead they belong to its episode.
+
+    targets[t, n, j] is the reward j steps after decision t: rewards[t + j, n] inside the rollout, then the
+    bootstrap predictions tail_mu[n, t + j - T] (zeros without tail_mu). k[t, n] counts the offsets up to and
+    including the first terminal; a window that reaches the rollout's end without one stops there
+    (k = T - t), or with tail_mu runs on to the horizon. Windows never cross envs or episodes.
+    """
+    T, N = rewards.shape
+    steps = torch.arange(T, device=rewards.device)
+    beyond = tail_mu.T[: horizon - 1] if tail_mu is not None else rewards.new_zeros(horizon - 1, N)
+    targets = torch.cat([rewards, beyond]).unfold(0, horizon, 1)  # [T, N, H], a view
+    # Index of the first terminal at or after t: a running minimum from the end.
+    terminal_at = torch.where(terminals != 0, steps[:, None], T)
+    next_terminal = terminal_at.flip(0).cummin(0).values.flip(0)
+    open_end = horizon if tail_mu is not None else (T - steps)[:, None]
+    k = torch.where(next_terminal < T, next_terminal - steps[:, None] + 1, open_end)
+    return targets, k.clamp(max=horizon)
+
+
+def variable_horizon(sigma, sigma_r, min_horizon=16, cut=0.95):
+    """h: the first offset j >= min_horizon whose sigma exceeds cut * sigma_r (no better than the rewards'
+    own spread), or H if there is none or cut <= 0. A tensor, so no device sync."""
+    H = sigma.numel()
+    if cut <= 0:
+        return torch.tensor(H, device=sigma.device)
+    sigma_r = torch.as_tensor(sigma_r, dtype=torch.float32, device=sigma.device)
+    beyond = (torch.arange(H, device=sigma.device) >= min_horizon) & (sigma.clamp(MIN_SIGMA, MAX_SIGMA) > cut * sigma_r)
+    return torch.where(beyond.any(), beyond.int().argmax(), H)
+
+
+def p3o_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="max", min_horizon=16, cut=0.95, tail_mu=None):
+    """A[t, n] = sum_{j < L} w[j] * (rewards[t + j, n] - mu[t, n, j]), the P3O advantage.
+
+    omega[j] = max(0, 1 / sigma[j]^2 - puf / sigma_r^2) is the precision of the prediction j steps ahead,
+    less `puf` of the batch rewards' own precision. The kept offsets are j < L = min(k, h): k from
+    `episode_windows` (the episode and the rollout, or the horizon with the tail bootstrap), h from
+    `variable_horizon`. w = omega / Z with Z the max (`weight_norm="max"`) or the sum (`"sum"`) of the kept
+    omega; A = 0 when Z = 0. sigma is clamped to [e^-10, e^10], the range training keeps it in, so
+    sigma = 0 and sigma_r = 0 give finite results. Shapes: rewards, terminals [T, N]; mu [T, N, H];
+    sigma [H]; tail_mu [N, H] or None. Returns advantages [T, N] float32 and window = L [T, N] int64.
+    """
+    H = mu.shape[-1]
+    sigma = sigma.clamp(MIN_SIGMA, MAX_SIGMA)
+    sigma_r = torch.as_tensor(sigma_r, dtype=torch.float32, device=mu.device)
+    omega = 1.0 / (sigma * sigma)
+    if puf > 0 and sigma_r > 0:
+        omega = omega - puf / (sigma_r * sigma_r)
+    omega = omega.clamp(min=0)
+    targets, k = episode_windows(rewards, terminals, H, tail_mu)
+    window = torch.minimum(k, variable_horizon(sigma, sigma_r, min_horizon, cut))
+    offsets = torch.arange(H, device=mu.device)
+    T, N = window.shape
+    total = torch.empty(T, N, device=mu.device)
+    # Blocks of envs keep every temporary at a few MB: on the CPU a fresh page of a large one costs a fault.
+    block = max(1, 2**21 // (T * H))
+    for n in range(0, N, block):
+        dropped = offsets >= window[:, n : n + block, None]
+        total[:, n : n + block] = (targets[:, n : n + block] - mu[:, n : n + block]).masked_fill_(dropped, 0.0) @ omega
+    # Z over a prefix of offsets: the running max or sum of omega, read at the window's last offset.
+    running = omega.cummax(0).values if weight_norm == "max" else omega.cumsum(0)
+    norm = torch.where(window > 0, running[(window - 1).clamp(min=0)], 0.0)
+    advantages = torch.where(norm > 0, total / norm.clamp(min=torch.finfo(norm.dtype).tiny), 0.0)
+    return advantages, window
+
+
+def load_cuda_advantage():
+    """kernels/advantage.cu compiled through CuPy, wrapped with `p3o_advantage`'s signature. It runs on
+    PyTorch's tensors in place (DLPack) and on PyTorch's current stream. Raises if CuPy cannot compile it."""
+    import cupy
+
+    source = (Path(__file__).resolve().parent / "kernels" / "advantage.cu").read_text()
+    kernel = cupy.RawKernel(source, "p3o_advantage")
+    kernel.compile()  # at start-up, so a broken kernel fails here and not mid-run
+
+    def cuda_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="max", min_horizon=16, cut=0.95, tail_mu=None):
+        T, N, H = mu.shape
+        tensors = [x.detach().float().contiguous() for x in (rewards, terminals, mu, sigma)]
+        tail = tail_mu.detach().float().contiguous() if tail_mu is not None else None
+        advantages = torch.empty(T, N, device=mu.device)
+        window = torch.empty(T, N, dtype=torch.int64, device=mu.device)
+        arrays = [cupy.from_dlpack(x) for x in tensors + [advantages, window]]
+        tail_arg = cupy.from_dlpack(tail) if tail is not None else np.uint64(0)  # a null pointer
+        threads = 256
+        with cupy.cuda.ExternalStream(torch.cuda.current_stream(mu.device).cuda_stream):
+            kernel(
+                ((T * N + threads - 1) // threads,), (threads,),
+                (*arrays[:4], tail_arg, np.float32(sigma_r), np.float32(puf), np.int32(weight_norm == "sum"),
+                 np.int32(min_horizon), np.float32(cut), np.int32(T), np.int32(N), np.int32(H), *arrays[4:]),
+            )
+        return advantages, window
+
+    return cuda_advantage
+
+
+def select_advantage(kernel, device):
+    """The advantage function for this run, and one line that says which one it is."""
+    if kernel == "torch" or (kernel == "auto" and device.type != "cuda"):
+        return p3o_advantage, f"advantage: PyTorch twin p3o_advantage on {device.type} (kernel={kernel})"
+    try:
+        return load_cuda_advantage(), "advantage: CUDA kernel kernels/advantage.cu through CuPy"
+    except Exception as error:  # CuPy missing, no driver, compile error: the twin computes the same thing
+        if kernel == "cuda":
+            raise SystemExit(f"p3o_ocean.py: error: --kernel cuda, but the CUDA kernel is unavailable: {error}")
+        return p3o_advantage, f"advantage: PyTorch twin p3o_advantage (CUDA kernel unavailable: {type(error).__name__}: {error})"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The agent
+# ---------------------------------------------------------------------------------------------------------
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, obs_dim, num_actions, hidden_size, horizon):
+        super().__init__()
+        self.network = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, hidden_size)),
+            nn.Tanh(),
+            layer_init(nn.Linear(hidden_size, hidden_size)),
+            nn.Tanh(),
+        )
+        self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
+        # P3O: mu[j] predicts the reward j steps ahead; one learned spread per offset, shared by all states.
+        self.critic = layer_init(nn.Linear(hidden_size, horizon), std=1)
+        self.log_sigma = nn.Parameter(torch.zeros(horizon))
+
+    def get_value(self, x):
+        return self.critic(self.network(x))
+
+    def get_action_and_value(self, x, action=None):
+        hidden = self.network(x)
+        logits = self.actor(hidden)
+        probs = Categorical(logits=logits)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
+
+
+def masked_mean(x, mask):
+    return (x * mask).sum() / mask.sum().clamp(min=1)
+
+
+def check_args(args):
+    """Reject bad input before any env or device is touched, with a message that says what to change."""
+    errors = []
+    if args.env_id != "all" and args.env_id not in OCEAN_ENVS:
+        close = difflib.get_close_matches(args.env_id, OCEAN_ENVS, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        errors.append(f"--env-id {args.env_id!r} is not an Ocean env{hint}; choose from all, {', '.join(OCEAN_ENVS)}")
+    for name in ("horizon", "num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size", "delay", "forage_distance", "password_length"):
+        if getattr(args, name) < 1:
+            errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.num_minibatches >= 1 and (args.num_envs * args.num_steps) % args.num_minibatches != 0:
+        errors.append(f"--num-minibatches {args.num_minibatches} must divide the batch, --num-envs x --num-steps = {args.num_envs * args.num_steps}")
+    if args.total_timesteps < 0:
+        errors.append(f"--total-timesteps must be >= 0 (0: the env's own budget), got {args.total_timesteps}")
+    if not 0.0 <= args.puf <= 1.0:
+        errors.append(f"--puf must be in [0, 1], got {args.puf}")
+    if args.min_horizon < 0:
+        errors.append(f"--min-horizon must be >= 0, got {args.min_horizon}")
+    if not args.learning_rate > 0:
+        errors.append(f"--learning-rate must be > 0, got {args.learning_rate}")
+    if errors:
+        for error in errors:
+            print(f"{Path(__file__).name}: error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+def train(args):
+    """Train P3O on one Ocean env; returns the final score and throughput."""
+    env_class = OCEAN_ENVS[args.env_id]
+    args.total_timesteps = args.total_timesteps or env_class.default_timesteps
+    args.batch_size = int(args.num_envs * args.num_steps)
+    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    args.num_iterations = max(1, args.total_timesteps // args.batch_size)
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if args.track:
+        import wandb
+
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=vars(args), name=run_name, save_code=True)
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])))
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    advantage_fn, advantage_note = select_advantage(args.kernel, device)
+
+    # env setup: the envs live on the model's device, so observations never leave it
+    envs = env_class(args.num_envs, device=device, seed=args.seed, delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length)
+    print(f"{args.env_id}: {advantage_note}; runs/{run_name}", flush=True)
+
+    agent = Agent(envs.obs_dim, envs.num_actions, args.hidden_size, args.horizon).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, args.num_envs, envs.obs_dim), device=device)
+    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
+    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
+    terminals = torch.zeros((args.num_steps, args.num_envs), device=device)
+    valid = torch.zeros((args.num_steps, args.num_envs), device=device)
+    mus = torch.zeros((args.num_steps, args.num_envs, args.horizon), device=device)
+    offsets = torch.arange(args.horizon, device=device)
+
+    # TRY NOT TO MODIFY: start the game
+    global_step = 0
+    start_time = time.time()
+    next_obs = envs.reset()
+    next_valid = torch.ones(args.num_envs, device=device)
+    final_scores = []  # (score sum, episode count) of the last iterations, for the final score
+    timer = PhaseTimer(device)
+
+    for iteration in range(1, args.num_iterations + 1):
+        # Annealing the rate if instructed to do so.
+        if args.anneal_lr:
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            lrnow = frac * args.learning_rate
+            optimizer.param_groups[0]["lr"] = lrnow
+
+        episode_stats = torch.zeros(4, device=device)  # episodes, return, length, score (sums)
+        for step in range(0, args.num_steps):
+            global_step += args.num_envs
+            obs[step] = next_obs
+            valid[step] = next_valid
+
+            # ALGO LOGIC: action logic
+            with torch.no_grad():
+                action, logprob, _, mu = agent.get_action_and_value(next_obs)
+                mus[step] = mu
+            actions[step] = action
+            logprobs[step] = logprob
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, reward, terminations, truncations, infos = envs.step(action)
+            next_done = (terminations | truncations).float()
+            rewards[step] = reward
+            terminals[step] = next_done
+            # The step after a done is a decision only for envs that reset within the done step.
+            next_valid = 1.0 - next_done * envs.autoreset_next_step
+            episode_stats += torch.stack([next_done.sum(), (infos["episode_return"] * next_done).sum(), (infos["episode_length"] * next_done).sum(), (infos["score"] * next_done).sum()])
+        timer.lap("rollout")
+
+        # ALGO LOGIC: the P3O advantage, with no gamma and no lambda
+        with torch.no_grad():
+            real = valid.bool()
+            sigma = agent.log_sigma.clamp(-10, 10).exp()
+            sigma_r = float(torch.nan_to_num(rewards[real].std(correction=0)))
+            tail_mu = agent.get_value(next_obs) if args.tail == "bootstrap" else None
+            advantages, window = advantage_fn(rewards, terminals, mus, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu)
+            advantages *= valid  # autoreset steps are not decisions
+            # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail).
+            value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
+            value_window = value_window * real
+        timer.lap("advantage")
+
+        # flatten the batch
+        b_obs = obs.reshape((-1, envs.obs_dim))
+        b_logprobs = logprobs.reshape(-1)
+        b_actions = actions.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        b_valid = valid.reshape(-1)
+        b_value_targets = value_targets.reshape(-1, args.horizon)
+        b_value_window = value_window.reshape(-1)
+
+        # Optimizing the policy and value network
+        clipfracs = []
+        for epoch in range(args.update_epochs):
+            b_inds = torch.randperm(args.batch_size, device=device)
+            for start in range(0, args.batch_size, args.minibatch_size):
+                end = start + args.minibatch_size
+                mb_inds = b_inds[start:end]
+                mb_valid = b_valid[mb_inds]
+                # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
+                _, newlogprob, entropy, newmu = agent.get_action_and_value(b_obs.index_select(0, mb_inds), b_actions[mb_inds])
+                logratio = newlogprob - b_logprobs[mb_inds]
+                ratio = logratio.exp()
+
+                with torch.no_grad():
+                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                    old_approx_kl = masked_mean(-logratio, mb_valid)
+                    approx_kl = masked_mean((ratio - 1) - logratio, mb_valid)
+                    clipfracs += [masked_mean(((ratio - 1.0).abs() > args.clip_coef).float(), mb_valid)]
+
+                mb_advantages = b_advantages[mb_inds]
+                if args.norm_adv:
+                    adv_mean = masked_mean(mb_advantages, mb_valid)
+                    adv_std = masked_mean((mb_advantages - adv_mean) ** 2, mb_valid).sqrt()
+                    mb_advantages = (mb_advantages - adv_mean) / (adv_std + 1e-8)
+
+                # Policy loss
+                pg_loss1 = -mb_advantages * ratio
+                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mb_valid)
+
+                # Value loss: Gaussian NLL of each real reward ahead under N(mu[j], sigma[j]^2), averaged over the
+                # kept (decision, offset) pairs; summed per offset first, since sigma is shared by all states
+                log_sigma = agent.log_sigma.clamp(-10, 10)
+                mb_value_targets = b_value_targets.index_select(0, mb_inds)
+                kept = offsets < b_value_window[mb_inds, None]
+                residual = torch.where(kept, mb_value_targets - newmu, 0.0)
+                counts = kept.sum(0)
+                v_loss = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / counts.sum().clamp(min=1)
+
+                entropy_loss = masked_mean(entropy, mb_valid)
+                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+
+            if args.target_kl is not None and approx_kl > args.target_kl:
+                break
+        timer.lap("update")
+
+        # Explained variance of the per-offset predictions, on the last minibatch's kept entries
+        with torch.no_grad():
+            y_true = mb_value_targets[kept]
+            var_y = y_true.var()
+            explained_var = float("nan") if var_y == 0 else float(1 - residual[kept].var() / var_y)
+            horizon = int(variable_horizon(sigma, sigma_r, args.min_horizon, args.horizon_cut))
+            episodes, returns, lengths, scores = episode_stats.tolist()
+        final_scores.append((scores, episodes))
+
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        sps = int(global_step / (time.time() - start_time))
+        if episodes > 0:
+            writer.add_scalar("charts/episodic_return", returns / episodes, global_step)
+            writer.add_scalar("charts/avg_episodic_return", returns / episodes, global_step)
+            writer.add_scalar("charts/episodic_length", lengths / episodes, global_step)
+            writer.add_scalar("charts/score", scores / episodes, global_step)
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+        writer.add_scalar("losses/value_nll", v_loss.item(), global_step)
+        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+        writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        # P3O: the horizon the weights chose, the spread of the batch's rewards, the advantage's size
+        writer.add_scalar("charts/horizon", horizon, global_step)
+        writer.add_scalar("charts/sigma_r", sigma_r, global_step)
+        writer.add_scalar("charts/window_mean", window[real].float().mean().item(), global_step)
+        writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
+        writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
+        writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
+        for phase, seconds in timer.totals.items():
+            writer.add_scalar(f"perf/{phase}_fraction", seconds / max(timer.total, 1e-9), global_step)
+        if args.progress:
+            recent = scores / episodes if episodes > 0 else float("nan")
+            eta = (args.num_iterations - iteration) * (time.time() - start_time) / iteration
+            show_progress(f"{args.env_id}: step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | score {recent:.3f} | ETA {eta:.0f}s", iteration == args.num_iterations)
+
+    # The final score: episodes that ended in the last 10% of the iterations (at least the last one).
+    last = final_scores[-max(1, len(final_scores) // 10):]
+    episodes = sum(count for _, count in last)
+    score = sum(total for total, _ in last) / episodes if episodes else float("nan")
+    writer.close()
+    if args.track:
+        wandb.finish()
+    return {"env": args.env_id, "score": score, "solved": score >= env_class.solved_score, "steps": global_step, "SPS": int(global_step / (time.time() - start_time)), "phases": dict(timer.totals), "run": run_name}
+
+
+class PhaseTimer:
+    """Seconds spent in each phase of the iteration (synchronising the GPU, so the figures are honest)."""
+
+    def __init__(self, device):
+        self.device, self.totals, self.total, self.last = device, {}, 0.0, time.perf_counter()
+
+    def lap(self, phase):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        now = time.perf_counter()
+        self.totals[phase] = self.totals.get(phase, 0.0) + now - self.last
+        self.total += now - self.last
+        self.last = now
+
+
+def show_progress(line, done):
+    """One line, rewritten in place on a terminal; on a pipe (CI, nohup) only the final one is printed."""
+    if sys.stderr.isatty():
+        print("\r" + line.ljust(100), end="\n" if done else "", file=sys.stderr, flush=True)
+    elif done:
+        print(line, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    check_args(args)
+    env_ids = list(OCEAN_ENVS) if args.env_id == "all" else [args.env_id]
+    results = [train(replace(args, env_id=env_id)) for env_id in env_ids]
+    print(f"\n{'env':<12}{'score':>8}{'solved':>8}{'steps':>12}{'SPS':>10}")
+    for result in results:
+        print(f"{result['env']:<12}{result['score']:>8.3f}{'yes' if result['solved'] else 'no':>8}{result['steps']:>12,}{result['SPS']:>10,}")

@@ -1,0 +1,204 @@
+"""The P3O advantage: the CUDA kernel's source (host build), the PyTorch twin and a loop reference agree."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from advantage_impls import KERNEL, host_advantage, reference_advantage
+from p3o_ocean import episode_windows, p3o_advantage, variable_horizon
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+
+def check_all_agree(*inputs, **options):
+    twin_a, twin_w = p3o_advantage(*inputs, **options)
+    host_a, host_w = host_advantage(*inputs, **options)
+    ref_a, ref_w = reference_advantage(*inputs, **options)
+    assert twin_w.dtype == torch.int64 and twin_a.dtype == torch.float32
+    assert torch.isfinite(twin_a).all() and torch.isfinite(host_a).all()
+    assert torch.equal(twin_w, ref_w) and torch.equal(host_w, ref_w)
+    torch.testing.assert_close(twin_a.double(), ref_a, **TOL)
+    torch.testing.assert_close(host_a.double(), ref_a, **TOL)
+    torch.testing.assert_close(host_a, twin_a, **TOL)
+    return twin_a, twin_w
+
+
+@st.composite
+def advantage_inputs(draw):
+    T = draw(st.integers(1, 12))
+    N = draw(st.integers(1, 4))
+    H = draw(st.integers(1, 20))
+    seed = draw(st.integers(0, 2**31 - 1))
+    g = torch.Generator().manual_seed(seed)
+    rewards = torch.randn(T, N, generator=g) * draw(st.sampled_from([0.0, 0.1, 1.0, 5.0]))
+    terminals = (torch.rand(T, N, generator=g) < draw(st.sampled_from([0.0, 0.1, 0.5, 1.0]))).float()
+    mu = torch.randn(T, N, H, generator=g)
+    sigma = torch.rand(H, generator=g) * draw(st.sampled_from([0.5, 2.0, 10.0]))
+    sigma[torch.rand(H, generator=g) < draw(st.sampled_from([0.0, 0.2]))] = 0.0  # sigma = 0 entries
+    sigma_r = draw(st.sampled_from([0.0, 0.3, 1.0, float(rewards.std(correction=0))]))
+    tail_mu = torch.randn(N, H, generator=g) if draw(st.booleans()) else None
+    options = dict(
+        puf=draw(st.sampled_from([0.0, 0.5, 1.0])),
+        weight_norm=draw(st.sampled_from(["max", "sum"])),
+        min_horizon=draw(st.sampled_from([0, 1, 3, 16, 40])),
+        cut=draw(st.sampled_from([0.0, 0.5, 0.95, 2.0])),
+        tail_mu=tail_mu,
+    )
+    return (rewards, terminals, mu, sigma, sigma_r), options
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(advantage_inputs())
+def test_kernel_twin_and_reference_agree_on_random_inputs(case):
+    inputs, options = case
+    check_all_agree(*inputs, **options)
+
+
+@pytest.mark.parametrize("weight_norm", ["max", "sum"])
+@pytest.mark.parametrize("tail", [False, True])
+def test_agree_with_a_done_at_every_position(weight_norm, tail):
+    T, N, H = 9, 9, 6  # env n has its only terminal at t = n (n = T: none)
+    g = torch.Generator().manual_seed(0)
+    terminals = torch.zeros(T, N)
+    for n in range(T):
+        terminals[n, n] = 1.0
+    inputs = (torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.1, 0.7)
+    tail_mu = torch.randn(N, H, generator=g) if tail else None
+    _, window = check_all_agree(*inputs, weight_norm=weight_norm, min_horizon=2, cut=0.95, tail_mu=tail_mu)
+    for n in range(T):  # windows before the terminal stop on it, windows after it never look back
+        for t in range(n + 1):
+            assert window[t, n] <= n - t + 1
+
+
+@pytest.mark.parametrize(
+    "T, H, sigma_value, sigma_r",
+    [(3, 8, 1.0, 1.0), (5, 1, 1.0, 0.5), (4, 4, 0.0, 1.0), (4, 4, 1.0, 0.0), (4, 4, 0.0, 0.0), (2, 128, 0.0, 0.0)],
+    ids=["T<H", "H=1", "sigma=0", "sigma_r=0", "both_zero", "T<<H_zero"],
+)
+@pytest.mark.parametrize("puf", [0.0, 1.0])
+def test_edge_cases_are_finite_and_agree(T, H, sigma_value, sigma_r, puf):
+    g = torch.Generator().manual_seed(1)
+    N = 3
+    terminals = torch.zeros(T, N)
+    terminals[-1, 0] = 1.0
+    inputs = (torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.full((H,), sigma_value), sigma_r)
+    for weight_norm in ("max", "sum"):
+        for tail_mu in (None, torch.randn(N, H, generator=g)):
+            check_all_agree(*inputs, puf=puf, weight_norm=weight_norm, tail_mu=tail_mu)
+
+
+def test_hand_worked_example():
+    # T = 4 steps, one env, H = 3, the episode ends at t = 1. sigma = (1, 2, 4): omega = (1, 1/4, 1/16).
+    rewards = torch.tensor([[1.0], [2.0], [0.0], [4.0]])
+    terminals = torch.tensor([[0.0], [1.0], [0.0], [0.0]])
+    mu = torch.zeros(4, 1, 3)
+    sigma = torch.tensor([1.0, 2.0, 4.0])
+    options = dict(min_horizon=16, cut=0.95)  # no variable-horizon cut: min_horizon > H
+    # t=0: offsets 0, 1 (terminal at t=1 ends it): max norm Z=1: 1*1 + 0.25*2 = 1.5; sum norm Z=1.25: 1.2
+    # t=1: offset 0 only: 2 (either norm)
+    # t=2: offsets 0, 1 (rollout ends): max: 0 + 0.25*4 = 1; sum: 1 / 1.25 = 0.8
+    # t=3: offset 0: 4
+    for weight_norm, expected in [("max", [1.5, 2.0, 1.0, 4.0]), ("sum", [1.2, 2.0, 0.8, 4.0])]:
+        advantages, window = check_all_agree(rewards, terminals, mu, sigma, 1.0, weight_norm=weight_norm, **options)
+        torch.testing.assert_close(advantages[:, 0], torch.tensor(expected))
+        assert window[:, 0].tolist() == [2, 1, 2, 1]
+    # The tail bootstrap continues t=2 and t=3 past the rollout's end with tail_mu = (10, 20, 30):
+    # t=2: 0 + 0.25*4 + (1/16)*10 = 1.625 (max); t=3: 4 + 0.25*10 + (1/16)*20 = 7.75 (max)
+    tail_mu = torch.tensor([[10.0, 20.0, 30.0]])
+    advantages, window = check_all_agree(rewards, terminals, mu, sigma, 1.0, weight_norm="max", tail_mu=tail_mu, **options)
+    torch.testing.assert_close(advantages[:, 0], torch.tensor([1.5, 2.0, 1.625, 7.75]))
+    assert window[:, 0].tolist() == [2, 1, 3, 3]
+    # puf = 1 with sigma_r = 2 subtracts 1/4 from every omega: (0.75, 0, 0); t=0: 0.75*1 / 0.75 = 1
+    advantages, _ = check_all_agree(rewards, terminals, mu, sigma, 2.0, puf=1.0, **options)
+    torch.testing.assert_close(advantages[:, 0], torch.tensor([1.0, 2.0, 0.0, 4.0]))
+    # Variable horizon: sigma_r = 2, cut 0.95: the first j >= 1 with sigma > 1.9 is j = 1, so h = 1.
+    advantages, window = check_all_agree(rewards, terminals, mu, sigma, 2.0, min_horizon=1, cut=0.95)
+    assert window[:, 0].tolist() == [1, 1, 1, 1]
+    torch.testing.assert_close(advantages[:, 0], rewards[:, 0])
+
+
+def test_variable_horizon():
+    sigma = torch.tensor([0.1, 0.2, 0.5, 0.9, 1.0, 0.1])
+    assert int(variable_horizon(sigma, 1.0, min_horizon=0, cut=0.95)) == 4
+    assert int(variable_horizon(sigma, 1.0, min_horizon=5, cut=0.95)) == 6  # none past 5: H
+    assert int(variable_horizon(sigma, 1.0, min_horizon=0, cut=0.0)) == 6  # cut off
+    assert int(variable_horizon(sigma, 0.3, min_horizon=1, cut=0.95)) == 2
+
+
+def test_episode_windows_targets_and_lengths():
+    rewards = torch.arange(1.0, 6.0)[:, None]  # T = 5, N = 1
+    terminals = torch.tensor([[0.0], [0.0], [1.0], [0.0], [0.0]])
+    targets, k = episode_windows(rewards, terminals, 3)
+    assert targets.shape == (5, 1, 3)
+    assert targets[0, 0].tolist() == [1.0, 2.0, 3.0] and targets[3, 0].tolist() == [4.0, 5.0, 0.0]
+    assert k[:, 0].tolist() == [3, 2, 1, 2, 1]
+    targets, k = episode_windows(rewards, terminals, 3, tail_mu=torch.tensor([[7.0, 8.0, 9.0]]))
+    assert targets[4, 0].tolist() == [5.0, 7.0, 8.0] and k[:, 0].tolist() == [3, 2, 1, 3, 3]
+
+
+def test_host_build_is_independent_of_the_launch_shape():
+    g = torch.Generator().manual_seed(3)
+    inputs = (torch.randn(7, 5, generator=g), (torch.rand(7, 5, generator=g) < 0.3).float(), torch.randn(7, 5, 9, generator=g), torch.rand(9, generator=g), 0.5)
+    a1, w1 = host_advantage(*inputs, min_horizon=2, threads=1)
+    a2, w2 = host_advantage(*inputs, min_horizon=2, threads=256)  # most of the last block is out of range
+    assert torch.equal(a1, a2) and torch.equal(w1, w2)
+
+
+def test_kernel_reads_only_inside_its_arrays():
+    """The host build under AddressSanitizer: an out-of-bounds read or write aborts the run."""
+    if subprocess.run(["g++", "-fsanitize=address", "-x", "c++", "-", "-o", "/dev/null"], input="int main(){}", text=True, capture_output=True).returncode:
+        pytest.fail("g++ cannot build with -fsanitize=address on this machine")
+    code = f"""
+import sys; sys.path[:0] = {[str(KERNEL.parents[1]), str(KERNEL.parents[1] / 'tests')]}
+import torch
+from advantage_impls import host_advantage
+g = torch.Generator().manual_seed(0)
+for T, N, H, tail in [(1, 1, 1, False), (3, 2, 8, True), (6, 3, 4, True), (5, 4, 5, False)]:
+    terminals = (torch.rand(T, N, generator=g) < 0.3).float()
+    tail_mu = torch.randn(N, H, generator=g) if tail else None
+    a, w = host_advantage(torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.rand(H, generator=g), 0.5,
+                          min_horizon=1, tail_mu=tail_mu, threads=7, flags=("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"))
+    assert torch.isfinite(a).all()
+print("clean")
+"""
+    libasan = subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    env = dict(os.environ, LD_PRELOAD=libasan, ASAN_OPTIONS="detect_leaks=0")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0 and "clean" in result.stdout, result.stderr[-3000:]
+
+
+def test_kernel_compiles_to_ptx():
+    """A kernel that does not compile for the GPU cannot land: NVRTC (through CuPy, no device needed) and
+    nvcc where the machine has it; ptxas then assembles the PTX for sm_90 when it is on the PATH."""
+    from cupy.cuda import compiler
+
+    ptx = compiler._NVRTCProgram(KERNEL.read_text(), "advantage.cu").compile(("-arch=compute_90",))[0]
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    assert ".entry p3o_advantage" in ptx
+    if shutil.which("ptxas"):
+        subprocess.run(["ptxas", "-arch=sm_90", "-o", "/dev/null", "-"], input=ptx, text=True, check=True, capture_output=True)
+    if shutil.which("nvcc"):
+        subprocess.run(["nvcc", "-arch=sm_90", "-c", str(KERNEL), "-o", "/dev/null"], check=True, capture_output=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; the host build above runs the same source on the CPU")
+def test_cupy_kernel_agrees_with_twin_on_gpu():
+    from p3o_ocean import load_cuda_advantage
+
+    cuda_advantage = load_cuda_advantage()
+    g = torch.Generator().manual_seed(0)
+    for T, N, H, tail in [(64, 256, 128, True), (16, 33, 40, False), (3, 5, 128, True), (5, 7, 1, False)]:
+        inputs = [torch.randn(T, N, generator=g), (torch.rand(T, N, generator=g) < 0.05).float(), torch.randn(T, N, H, generator=g), torch.rand(H, generator=g)]
+        tail_mu = torch.randn(N, H, generator=g) if tail else None
+        for weight_norm in ("max", "sum"):
+            options = dict(puf=0.5, weight_norm=weight_norm, min_horizon=4, cut=0.95)
+            a, w = cuda_advantage(*[x.cuda() for x in inputs], 0.8, tail_mu=None if tail_mu is None else tail_mu.cuda(), **options)
+            ta, tw = p3o_advantage(*inputs, 0.8, tail_mu=tail_mu, **options)
+            assert torch.equal(w.cpu(), tw)
+            torch.testing.assert_close(a.cpu(), ta, **TOL)
