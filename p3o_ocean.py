@@ -517,8 +517,9 @@ def episode_windows(rewards, terminals, horizon, tail_mu=None):
     """
     T, N = rewards.shape
     steps = torch.arange(T, device=rewards.device)
-    beyond = tail_mu.T[: horizon - 1] if tail_mu is not None else rewards.new_zeros(horizon - 1, N)
-    targets = torch.cat([rewards, beyond]).unfold(0, horizon, 1)  # [T, N, H], a view
+    beyond = tail_mu[:, : horizon - 1] if tail_mu is not None else rewards.new_zeros(N, horizon - 1)
+    # Unfolded along time within each env, so the offsets j of one decision are adjacent in memory.
+    targets = torch.cat([rewards.T, beyond], dim=1).unfold(1, horizon, 1).transpose(0, 1)  # [T, N, H], a view
     # Index of the first terminal at or after t: a running minimum from the end.
     terminal_at = torch.where(terminals != 0, steps[:, None], T)
     next_terminal = terminal_at.flip(0).cummin(0).values.flip(0)
@@ -561,11 +562,15 @@ def p3o_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="
     offsets = torch.arange(H, device=mu.device)
     T, N = window.shape
     total = torch.empty(T, N, device=mu.device)
-    # Blocks of envs keep every temporary at a few MB: on the CPU a fresh page of a large one costs a fault.
-    block = max(1, 2**21 // (T * H))
+    # Blocks of envs, through one buffer, keep the temporaries at a few MB: on the CPU every fresh page of a
+    # large temporary costs a fault.
+    block = max(1, min(N, 2**21 // (T * H)))
+    residual = torch.empty(T, block, H, device=mu.device)
     for n in range(0, N, block):
-        dropped = offsets >= window[:, n : n + block, None]
-        total[:, n : n + block] = (targets[:, n : n + block] - mu[:, n : n + block]).masked_fill_(dropped, 0.0) @ omega
+        width = min(block, N - n)
+        r = torch.sub(targets[:, n : n + width], mu[:, n : n + width], out=residual[:, :width])
+        r.masked_fill_(offsets >= window[:, n : n + width, None], 0.0)
+        total[:, n : n + width] = torch.mv(r.reshape(-1, H), omega).view(T, width)
     # Z over a prefix of offsets: the running max or sum of omega, read at the window's last offset.
     running = omega.cummax(0).values if weight_norm == "max" else omega.cumsum(0)
     norm = torch.where(window > 0, running[(window - 1).clamp(min=0)], 0.0)
@@ -777,7 +782,7 @@ def train(args):
         b_actions = actions.reshape(-1)
         b_advantages = advantages.reshape(-1)
         b_valid = valid.reshape(-1)
-        b_value_targets = value_targets.reshape(-1, args.horizon)
+        b_value_targets = value_targets.reshape(-1, args.horizon)  # a copy, its rows contiguous
         b_value_window = value_window.reshape(-1)
 
         # Optimizing the policy and value network
@@ -870,6 +875,7 @@ def train(args):
             recent = scores / episodes if episodes > 0 else float("nan")
             eta = (args.num_iterations - iteration) * (time.time() - start_time) / iteration
             show_progress(f"{args.env_id}: step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | score {recent:.3f} | ETA {eta:.0f}s", iteration == args.num_iterations)
+        timer.lap("log")
 
     # The final score: episodes that ended in the last 10% of the iterations (at least the last one).
     last = final_scores[-max(1, len(final_scores) // 10):]
