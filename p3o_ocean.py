@@ -874,7 +874,7 @@ def train(args):
         if args.progress:
             recent = scores / episodes if episodes > 0 else float("nan")
             eta = (args.num_iterations - iteration) * (time.time() - start_time) / iteration
-            show_progress(f"{args.env_id}: step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | score {recent:.3f} | ETA {eta:.0f}s", iteration == args.num_iterations)
+            show_progress(f"{args.env_id}: step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | score {recent:.3f} | ETA {eta:.0f}s", iteration, args.num_iterations)
         timer.lap("log")
 
     # The final score: episodes that ended in the last 10% of the iterations (at least the last one).
@@ -902,11 +902,12 @@ class PhaseTimer:
         self.last = now
 
 
-def show_progress(line, done):
-    """One line, rewritten in place on a terminal; on a pipe (CI, nohup) only the final one is printed."""
+def show_progress(line, iteration, num_iterations):
+    """One line, rewritten in place on a terminal; on a pipe (CI, nohup) a line every tenth of the run."""
+    done = iteration == num_iterations
     if sys.stderr.isatty():
         print("\r" + line.ljust(100), end="\n" if done else "", file=sys.stderr, flush=True)
-    elif done:
+    elif done or iteration % max(1, num_iterations // 10) == 0:
         print(line, file=sys.stderr, flush=True)
 
 

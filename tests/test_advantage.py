@@ -4,7 +4,6 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
