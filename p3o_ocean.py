@@ -168,7 +168,7 @@ class Bandit(OceanEnv):
 
     optimal_score = 1.0
     solved_score = 0.9
-    default_timesteps = 500_000
+    default_timesteps = 1_000_000
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
         super().__init__(num_envs, device, seed)

@@ -11,7 +11,7 @@ FAST = dict(num_envs=256, num_steps=128, num_minibatches=4, update_epochs=2, pro
 
 @pytest.mark.parametrize(
     "env_id, extra",
-    [("bandit", dict(total_timesteps=400_000)), ("squared", dict(total_timesteps=1_000_000)), ("delay", dict(delay=4, total_timesteps=600_000))],
+    [("bandit", dict(total_timesteps=800_000)), ("squared", dict(total_timesteps=1_000_000)), ("delay", dict(delay=4, total_timesteps=600_000))],
 )
 def test_p3o_solves(env_id, extra, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # runs/ goes to the temporary folder
