@@ -201,3 +201,16 @@ def test_cupy_kernel_agrees_with_twin_on_gpu():
             ta, tw = p3o_advantage(*inputs, 0.8, tail_mu=tail_mu, **options)
             assert torch.equal(w.cpu(), tw)
             torch.testing.assert_close(a.cpu(), ta, **TOL)
+
+
+def test_twin_env_blocks_with_a_partial_last_block():
+    """T = 64, H = 128 gives the twin blocks of 256 envs: N = 300 is one full block and a partial one."""
+    T, N, H = 64, 300, 128
+    g = torch.Generator().manual_seed(4)
+    inputs = (torch.randn(T, N, generator=g), (torch.rand(T, N, generator=g) < 0.03).float(), torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.2, 0.9)
+    for tail_mu in (None, torch.randn(N, H, generator=g)):
+        for weight_norm in ("max", "sum"):
+            twin_a, twin_w = p3o_advantage(*inputs, weight_norm=weight_norm, min_horizon=40, tail_mu=tail_mu)
+            host_a, host_w = host_advantage(*inputs, weight_norm=weight_norm, min_horizon=40, tail_mu=tail_mu, threads=256)
+            assert torch.equal(twin_w, host_w)
+            torch.testing.assert_close(twin_a, host_a, **TOL)
