@@ -13,6 +13,7 @@ Writes benchmarks/results/ocean_throughput.csv.
 """
 import argparse
 import csv
+import os
 import statistics
 import sys
 import tempfile
@@ -28,7 +29,7 @@ import p3o_ocean  # noqa: E402
 
 
 def train_seconds_per_iteration(args):
-    """Per-phase seconds of one iteration, from a run of `iterations` iterations (the first is warm-up)."""
+    """SPS and the mean per-phase seconds of one iteration, over all the run's iterations (warm-up included)."""
     result = p3o_ocean.train(args)
     iterations = args.num_iterations
     return result["SPS"], {phase: seconds / iterations for phase, seconds in result["phases"].items()}
@@ -63,8 +64,6 @@ def main():
     cases = {"p3o_H128": replace(base, horizon=128), "ppo_cost_H1": replace(base, horizon=1)}
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        import os
-
         os.chdir(folder)  # the runs/ folders of these measurements are thrown away
         for repeat in range(options.repeats):
             for name, args in cases.items():
