@@ -615,7 +615,7 @@ def select_advantage(kernel, device):
         return load_cuda_advantage(), "advantage: CUDA kernel kernels/advantage.cu through CuPy"
     except Exception as error:  # CuPy missing, no driver, compile error: the twin computes the same thing
         if kernel == "cuda":
-            raise SystemExit(f"p3o_ocean.py: error: --kernel cuda, but the CUDA kernel is unavailable: {error}")
+            raise SystemExit(f"{Path(__file__).name}: error: --kernel cuda, but the CUDA kernel is unavailable: {error}")
         return p3o_advantage, f"advantage: PyTorch twin p3o_advantage (CUDA kernel unavailable: {type(error).__name__}: {error})"
 
 

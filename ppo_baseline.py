@@ -1,0 +1,484 @@
+# PPO with Generalized Advantage Estimation on Atari through EnvPool: the baseline P3O is measured against.
+# CleanRL's ppo_atari_envpool.py (https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_envpoolpy), ported to
+# EnvPool 1.x, with the step after a done (an autoreset step whose action EnvPool ignores) masked out of every
+# loss. `diff ppo_baseline.py p3o_atari.py` shows P3O: the blocks marked `# PPO:` here and `# P3O:` there.
+"""Usage:
+    python ppo_baseline.py                                               # Breakout-v5, 10M steps
+    python ppo_baseline.py --env-id Pong-v5 --seed 2 --total-timesteps 200000
+    python ppo_baseline.py --env-id ocean/delay --num-envs 256 --learning-rate 3e-3 --total-timesteps 1000000
+    tensorboard --logdir runs
+"""
+import difflib
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.categorical import Categorical
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled by default"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "p3o"
+    """the wandb's project name"""
+    wandb_entity: Optional[str] = None
+    """the entity (team) of wandb's project"""
+    save_model: bool = False
+    """whether to save the model (and the run's args) into the `runs/{run_name}` folder"""
+    progress: bool = True
+    """if toggled, a one-line progress display (steps, SPS, return, ETA) is printed during training"""
+
+    # Algorithm specific arguments
+    env_id: str = "Breakout-v5"
+    """the id of the environment: an EnvPool Atari id, or ocean/NAME for an Ocean env of p3o_ocean.py"""
+    total_timesteps: int = 10000000
+    """total timesteps of the experiments"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 8
+    """the number of parallel game environments"""
+    num_steps: int = 128
+    """the number of steps to run in each environment per policy rollout"""
+    anneal_lr: bool = True
+    """Toggle learning rate annealing for policy and value networks"""
+    num_minibatches: int = 4
+    """the number of mini-batches"""
+    update_epochs: int = 4
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """Toggles advantages normalization"""
+    clip_coef: float = 0.1
+    """the surrogate clipping coefficient"""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: Optional[float] = None
+    """the target KL divergence threshold"""
+
+    # PPO: GAE and the clipped value loss, the parts P3O replaces
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    clip_vloss: bool = True
+    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    # end PPO
+
+    # to be filled in runtime
+    batch_size: int = 0
+    """the batch size (computed in runtime)"""
+    minibatch_size: int = 0
+    """the mini-batch size (computed in runtime)"""
+    num_iterations: int = 0
+    """the number of iterations (computed in runtime)"""
+
+
+class AtariEnvs:
+    """EnvPool's Atari in the Ocean envs' interface: torch tensors on the model's device in and out, and the
+    statistics of whole games. Training episodes end at each lost life (`episodic_life`) and see clipped
+    rewards; `info` reports a game's raw score and its length in decisions where the game ended (zeros
+    elsewhere), counted afresh after a game over and after a truncation alike."""
+
+    # EnvPool spends the step after a done on the reset: that step ignores its action and pays 0.
+    autoreset_next_step = True
+
+    def __init__(self, env_id, num_envs, device, seed):
+        import envpool
+
+        self.envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, episodic_life=True, reward_clip=True, seed=seed)
+        self.num_envs, self.device = num_envs, device
+        self.num_actions = self.envs.action_space.n
+        self.episode_return = np.zeros(num_envs, dtype=np.float32)
+        self.episode_length = np.zeros(num_envs, dtype=np.int64)
+        self.resetting = np.zeros(num_envs, dtype=bool)
+
+    def reset(self):
+        obs, _ = self.envs.reset()
+        self.episode_return[:] = 0
+        self.episode_length[:] = 0
+        self.resetting[:] = False
+        return torch.from_numpy(obs).to(self.device)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.envs.step(action.cpu().numpy())
+        self.episode_return += info["reward"]  # the raw score, not the clipped reward
+        self.episode_length += ~self.resetting  # reset steps are not decisions
+        game_over = info["terminated"].astype(bool) | truncated
+        episode_return = np.where(game_over, self.episode_return, 0.0).astype(np.float32)
+        episode_length = np.where(game_over, self.episode_length, 0)
+        self.episode_return[game_over] = 0
+        self.episode_length[game_over] = 0
+        self.resetting = terminated | truncated
+        obs, reward, terminated, truncated, episode_return, episode_length = (
+            torch.from_numpy(x).to(self.device) for x in (obs, reward.astype(np.float32), terminated, truncated, episode_return, episode_length)
+        )
+        return obs, reward, terminated, truncated, {"episode_return": episode_return, "episode_length": episode_length}
+
+
+def make_envs(args, device):
+    """EnvPool Atari, or an Ocean env of p3o_ocean.py for `--env-id ocean/NAME` (the only import across files)."""
+    if args.env_id.startswith("ocean/"):
+        from p3o_ocean import OCEAN_ENVS
+
+        return OCEAN_ENVS[args.env_id[len("ocean/") :]](args.num_envs, device=device, seed=args.seed)
+    return AtariEnvs(args.env_id, args.num_envs, device, args.seed)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# ALGO LOGIC
+# ---------------------------------------------------------------------------------------------------------
+# PPO: Generalized Advantage Estimation
+def gae(rewards, terminals, values, next_value, gamma, gae_lambda):
+    """A[t] = delta[t] + gamma * lambda * (1 - d[t]) * A[t + 1], delta[t] = r[t] + gamma * (1 - d[t]) * V[t + 1] - V[t].
+
+    d[t] = terminals[t] is 1 where step t ended its episode; V[T] = next_value bootstraps the rollout's end.
+    Shapes: rewards, terminals, values [T, N]; next_value [N]. Returns advantages [T, N].
+    """
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = 0.0
+    for t in reversed(range(rewards.shape[0])):
+        nextvalues = next_value if t == rewards.shape[0] - 1 else values[t + 1]
+        nextnonterminal = 1.0 - terminals[t]
+        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+    return advantages
+# end PPO
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The agent
+# ---------------------------------------------------------------------------------------------------------
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, obs_shape, num_actions, args):
+        super().__init__()
+        if len(obs_shape) == 3:  # stacked frames: the Nature CNN
+            self.obs_scale, width = 255.0, 512
+            self.network = nn.Sequential(
+                layer_init(nn.Conv2d(obs_shape[0], 32, 8, stride=4)),
+                nn.ReLU(),
+                layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+                nn.ReLU(),
+                layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+                nn.ReLU(),
+                nn.Flatten(),
+                layer_init(nn.Linear(64 * 7 * 7, width)),
+                nn.ReLU(),
+            )
+        else:  # a vector: the Ocean envs' MLP
+            self.obs_scale, width = 1.0, 64
+            self.network = nn.Sequential(
+                layer_init(nn.Linear(obs_shape[0], width)),
+                nn.Tanh(),
+                layer_init(nn.Linear(width, width)),
+                nn.Tanh(),
+            )
+        self.actor = layer_init(nn.Linear(width, num_actions), std=0.01)
+        # PPO: one value, the discounted return
+        self.critic = layer_init(nn.Linear(width, 1), std=1)
+        # end PPO
+
+    def get_value(self, x):
+        return self.critic(self.network(x.float() / self.obs_scale))
+
+    def get_action_and_value(self, x, action=None):
+        hidden = self.network(x.float() / self.obs_scale)
+        logits = self.actor(hidden)
+        probs = Categorical(logits=logits)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
+
+
+def masked_mean(x, mask):
+    return (x * mask).sum() / mask.sum().clamp(min=1)
+
+
+def check_args(args):
+    """Reject bad input before any env or device is touched, with a message that says what to change."""
+    errors = []
+    if args.env_id.startswith("ocean/"):
+        from p3o_ocean import OCEAN_ENVS
+
+        known = [f"ocean/{name}" for name in OCEAN_ENVS]
+    else:
+        from envpool.registration import registry
+
+        known = [env_id for env_id, spec in registry.specs.items() if spec[0] == "envpool.atari"]
+    if args.env_id not in known:
+        close = difflib.get_close_matches(args.env_id, known, n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        errors.append(f"--env-id {args.env_id!r} is not an EnvPool Atari id or ocean/NAME{hint}")
+    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"):
+        if getattr(args, name) < 1:
+            errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.num_minibatches >= 1 and (args.num_envs * args.num_steps) % args.num_minibatches != 0:
+        errors.append(f"--num-minibatches {args.num_minibatches} must divide the batch, --num-envs x --num-steps = {args.num_envs * args.num_steps}")
+    if not args.learning_rate > 0:
+        errors.append(f"--learning-rate must be > 0, got {args.learning_rate}")
+    # PPO: its own flags
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            errors.append(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
+    # end PPO
+    if errors:
+        for error in errors:
+            print(f"{Path(__file__).name}: error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+def train(args):
+    """Train on one env; returns the mean return of the last 20 games and the throughput."""
+    args.batch_size = int(args.num_envs * args.num_steps)
+    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    args.num_iterations = max(1, args.total_timesteps // args.batch_size)
+    run_name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if args.track:
+        import wandb
+
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=vars(args), name=run_name, save_code=True)
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])))
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # env setup
+    envs = make_envs(args, device)
+    next_obs = envs.reset()
+    obs_shape = tuple(next_obs.shape[1:])
+    print(f"{args.env_id}: {Path(__file__).name} on {device.type}; runs/{run_name}", flush=True)
+
+    agent = Agent(obs_shape, envs.num_actions, args).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=next_obs.dtype, device=device)
+    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
+    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
+    terminals = torch.zeros((args.num_steps, args.num_envs), device=device)
+    valid = torch.zeros((args.num_steps, args.num_envs), device=device)
+    episode_returns = torch.zeros((args.num_steps, args.num_envs), device=device)
+    episode_lengths = torch.zeros((args.num_steps, args.num_envs), dtype=torch.int64, device=device)
+    # PPO: one value per decision
+    values = torch.zeros((args.num_steps, args.num_envs), device=device)
+    # end PPO
+
+    # TRY NOT TO MODIFY: start the game
+    global_step = 0
+    start_time = time.time()
+    next_valid = torch.ones(args.num_envs, device=device)
+    avg_returns = deque(maxlen=20)
+    timer = PhaseTimer(device)
+
+    for iteration in range(1, args.num_iterations + 1):
+        # Annealing the rate if instructed to do so.
+        if args.anneal_lr:
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            lrnow = frac * args.learning_rate
+            optimizer.param_groups[0]["lr"] = lrnow
+
+        for step in range(0, args.num_steps):
+            global_step += args.num_envs
+            obs[step] = next_obs
+            valid[step] = next_valid
+
+            # ALGO LOGIC: action logic
+            with torch.no_grad():
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+                # PPO: store the value
+                values[step] = value.flatten()
+                # end PPO
+            actions[step] = action
+            logprobs[step] = logprob
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, reward, terminations, truncations, infos = envs.step(action)
+            next_done = (terminations | truncations).float()
+            rewards[step] = reward
+            terminals[step] = next_done
+            # The step after a done is a decision only for envs that reset within the done step.
+            next_valid = 1.0 - next_done * envs.autoreset_next_step
+            episode_returns[step] = infos["episode_return"]
+            episode_lengths[step] = infos["episode_length"]
+        timer.lap("rollout")
+
+        # PPO: bootstrap value according to GAE
+        with torch.no_grad():
+            next_value = agent.get_value(next_obs).flatten()
+            advantages = gae(rewards, terminals, values, next_value, args.gamma, args.gae_lambda)
+            advantages *= valid  # autoreset steps are not decisions
+            returns = advantages + values
+        # end PPO
+        timer.lap("advantage")
+
+        # flatten the batch
+        b_obs = obs.reshape((-1,) + obs_shape)
+        b_logprobs = logprobs.reshape(-1)
+        b_actions = actions.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        b_valid = valid.reshape(-1)
+        # PPO: returns and old values
+        b_returns = returns.reshape(-1)
+        b_values = values.reshape(-1)
+        # end PPO
+
+        # Optimizing the policy and value network
+        clipfracs = []
+        for epoch in range(args.update_epochs):
+            b_inds = torch.randperm(args.batch_size, device=device)
+            for start in range(0, args.batch_size, args.minibatch_size):
+                end = start + args.minibatch_size
+                mb_inds = b_inds[start:end]
+                mb_valid = b_valid[mb_inds]
+                # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs.index_select(0, mb_inds), b_actions[mb_inds])
+                logratio = newlogprob - b_logprobs[mb_inds]
+                ratio = logratio.exp()
+
+                with torch.no_grad():
+                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                    old_approx_kl = masked_mean(-logratio, mb_valid)
+                    approx_kl = masked_mean((ratio - 1) - logratio, mb_valid)
+                    clipfracs += [masked_mean(((ratio - 1.0).abs() > args.clip_coef).float(), mb_valid)]
+
+                mb_advantages = b_advantages[mb_inds]
+                if args.norm_adv:
+                    adv_mean = masked_mean(mb_advantages, mb_valid)
+                    adv_std = masked_mean((mb_advantages - adv_mean) ** 2, mb_valid).sqrt()
+                    mb_advantages = (mb_advantages - adv_mean) / (adv_std + 1e-8)
+
+                # Policy loss
+                pg_loss1 = -mb_advantages * ratio
+                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mb_valid)
+
+                # PPO: value loss, squared error to the GAE return, clipped around the old value
+                newvalue = newvalue.view(-1)
+                if args.clip_vloss:
+                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                    v_clipped = b_values[mb_inds] + torch.clamp(newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef)
+                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                    v_loss = 0.5 * masked_mean(torch.max(v_loss_unclipped, v_loss_clipped), mb_valid)
+                else:
+                    v_loss = 0.5 * masked_mean((newvalue - b_returns[mb_inds]) ** 2, mb_valid)
+                # end PPO
+
+                entropy_loss = masked_mean(entropy, mb_valid)
+                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+
+            if args.target_kl is not None and approx_kl > args.target_kl:
+                break
+        timer.lap("update")
+
+        with torch.no_grad():
+            # PPO: explained variance of the values, over the batch's decisions
+            y_pred, y_true = b_values[b_valid.bool()], b_returns[b_valid.bool()]
+            var_y = y_true.var()
+            explained_var = float("nan") if var_y == 0 else float(1 - (y_true - y_pred).var() / var_y)
+            # end PPO
+            ended = episode_lengths > 0
+            finished = list(zip(episode_returns[ended].tolist(), episode_lengths[ended].tolist()))
+        avg_returns.extend(episode_return for episode_return, _ in finished)
+
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        sps = int(global_step / (time.time() - start_time))
+        if finished:
+            writer.add_scalar("charts/episodic_return", np.mean([episode_return for episode_return, _ in finished]), global_step)
+            writer.add_scalar("charts/avg_episodic_return", np.mean(avg_returns), global_step)
+            writer.add_scalar("charts/episodic_length", np.mean([length for _, length in finished]), global_step)
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+        writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        for phase, seconds in timer.totals.items():
+            writer.add_scalar(f"perf/{phase}_fraction", seconds / max(timer.total, 1e-9), global_step)
+        if args.progress:
+            recent = np.mean(avg_returns) if avg_returns else float("nan")
+            eta = (args.num_iterations - iteration) * (time.time() - start_time) / iteration
+            show_progress(f"{args.env_id}: step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | return {recent:.2f} | ETA {eta:.0f}s", iteration, args.num_iterations)
+        timer.lap("log")
+
+    if args.save_model:
+        model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
+        torch.save({"model": agent.state_dict(), "args": vars(args), "global_step": global_step}, model_path)
+        print(f"model saved to {model_path}", flush=True)
+    writer.close()
+    if args.track:
+        wandb.finish()
+    return {"env": args.env_id, "return": float(np.mean(avg_returns)) if avg_returns else float("nan"), "episodes": len(avg_returns), "steps": global_step, "SPS": int(global_step / (time.time() - start_time)), "phases": dict(timer.totals), "run": run_name}
+
+
+class PhaseTimer:
+    """Seconds spent in each phase of the iteration (synchronising the GPU, so the figures are honest)."""
+
+    def __init__(self, device):
+        self.device, self.totals, self.total, self.last = device, {}, 0.0, time.perf_counter()
+
+    def lap(self, phase):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        now = time.perf_counter()
+        self.totals[phase] = self.totals.get(phase, 0.0) + now - self.last
+        self.total += now - self.last
+        self.last = now
+
+
+def show_progress(line, iteration, num_iterations):
+    """One line, rewritten in place on a terminal; on a pipe (CI, nohup) a line every tenth of the run."""
+    done = iteration == num_iterations
+    if sys.stderr.isatty():
+        print("\r" + line.ljust(100), end="\n" if done else "", file=sys.stderr, flush=True)
+    elif done or iteration % max(1, num_iterations // 10) == 0:
+        print(line, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    check_args(args)
+    result = train(args)
+    print(f"{result['env']}: return {result['return']:.2f} (mean of the last {result['episodes']} games), {result['steps']:,} steps, {result['SPS']:,} SPS")

@@ -1,0 +1,285 @@
+"""p3o_atari.py and ppo_baseline.py: P3O and nothing else between them, EnvPool's autoreset step masked out of
+training, honest game statistics, smoke runs of both on Atari through EnvPool, and bad flags."""
+import functools
+import inspect
+import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import envpool
+import numpy as np
+import pytest
+import torch
+
+import p3o_atari
+import p3o_ocean
+import ppo_baseline
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = {"ppo_baseline.py": ppo_baseline, "p3o_atari.py": p3o_atari}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The diff between the two scripts is P3O
+# ---------------------------------------------------------------------------------------------------------
+def cut_blocks(text, name):
+    """The script from its Args on, with every `# {name}: ...` ... `# end {name}` block removed, and the blocks."""
+    lines = text[text.index("@dataclass") :].splitlines()
+    kept, blocks, inside = [], [], None
+    for line in lines:
+        if inside is None and line.strip().startswith(f"# {name}:"):
+            inside = [line]
+        elif inside is not None:
+            inside.append(line)
+            if line.strip() == f"# end {name}":
+                blocks.append(inside)
+                inside = None
+        else:
+            kept.append(line)
+    assert inside is None, f"an unclosed # {name}: block"
+    return kept, blocks
+
+
+def imports(text):
+    return {line for line in text.splitlines() if re.match(r"(import|from) \S+", line)}
+
+
+def test_scripts_differ_only_in_the_marked_blocks():
+    baseline, p3o = (ROOT / "ppo_baseline.py").read_text(), (ROOT / "p3o_atari.py").read_text()
+    rest_ppo, blocks_ppo = cut_blocks(baseline, "PPO")
+    rest_p3o, blocks_p3o = cut_blocks(p3o, "P3O")
+    assert rest_ppo == rest_p3o  # everything outside the blocks, line for line
+    # The blocks are P3O's three changes (value head, value loss, advantage) and their flags, not the file.
+    p3o_text = "\n".join("\n".join(block) for block in blocks_p3o)
+    ppo_text = "\n".join("\n".join(block) for block in blocks_ppo)
+    for piece in ("self.log_sigma = nn.Parameter", "def p3o_advantage", "advantage_fn(", "log_sigma * counts", "horizon: int", "puf: float", "weight_norm:", "tail:"):
+        assert piece in p3o_text, piece
+    for piece in ("def gae(", "gamma: float", "gae_lambda: float", "clip_vloss", "v_loss_clipped"):
+        assert piece in ppo_text, piece
+    assert len(blocks_p3o) <= 12 and len(blocks_ppo) <= 12
+    # Most of each file is the shared PPO machinery, which the blocks must not swallow.
+    assert sum(map(len, blocks_ppo)) < 0.25 * len(rest_ppo) and sum(map(len, blocks_p3o)) < 0.5 * len(rest_p3o)
+    for piece in ("class AtariEnvs", "pg_loss = masked_mean", "next_valid = 1.0 - next_done", "clip_grad_norm_", 'writer.add_scalar("charts/SPS"'):
+        assert piece in "\n".join(rest_p3o), piece
+    # Above the Args: only the header comments, the usage lines and the imports P3O needs.
+    assert imports(p3o) - imports(baseline) == {"import math", "from typing import Literal, Optional"}
+    assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
+
+
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "layer_init", "masked_mean", "PhaseTimer", "show_progress"])
+def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
+    """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
+    if name == "MIN_SIGMA":
+        assert (p3o_atari.MIN_SIGMA, p3o_atari.MAX_SIGMA) == (p3o_ocean.MIN_SIGMA, p3o_ocean.MAX_SIGMA)
+    else:
+        assert inspect.getsource(getattr(p3o_atari, name)) == inspect.getsource(getattr(p3o_ocean, name))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# GAE
+# ---------------------------------------------------------------------------------------------------------
+def test_gae_matches_a_hand_computation():
+    """Two envs, three steps; env 0 ends its episode at step 1, so step 1 does not bootstrap from step 2."""
+    rewards = torch.tensor([[1.0, 0.0], [2.0, 1.0], [0.5, 0.0]])
+    terminals = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    values = torch.tensor([[0.5, 1.0], [1.0, 2.0], [2.0, 3.0]])
+    next_value = torch.tensor([4.0, 5.0])
+    gamma, lam = 0.9, 0.5
+    # env 0: delta2 = 0.5 + 0.9*4 - 2 = 2.1; delta1 = 2 - 1 = 1 (terminal); delta0 = 1 + 0.9*1 - 0.5 = 1.4
+    # A2 = 2.1; A1 = 1 (the episode ends); A0 = 1.4 + 0.45 * 1 = 1.85
+    # env 1: delta2 = 0 + 4.5 - 3 = 1.5; delta1 = 1 + 2.7 - 2 = 1.7; delta0 = 0 + 1.8 - 1 = 0.8
+    # A2 = 1.5; A1 = 1.7 + 0.45 * 1.5 = 2.375; A0 = 0.8 + 0.45 * 2.375 = 1.86875
+    expected = torch.tensor([[1.85, 1.86875], [1.0, 2.375], [2.1, 1.5]])
+    assert torch.allclose(ppo_baseline.gae(rewards, terminals, values, next_value, gamma, lam), expected)
+
+
+def test_gae_with_lambda_one_is_the_discounted_return_minus_the_value():
+    torch.manual_seed(0)
+    T, N, gamma = 20, 3, 0.97
+    rewards, values, next_value = torch.randn(T, N), torch.randn(T, N), torch.randn(N)
+    terminals = (torch.rand(T, N) < 0.2).float()
+    returns, running = torch.zeros(T, N), next_value
+    for t in reversed(range(T)):
+        running = rewards[t] + gamma * (1 - terminals[t]) * running
+        returns[t] = running
+    assert torch.allclose(ppo_baseline.gae(rewards, terminals, values, next_value, gamma, 1.0), returns - values, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# EnvPool: the autoreset step and the game statistics
+# ---------------------------------------------------------------------------------------------------------
+def test_atari_envs_report_whole_games_in_raw_score(monkeypatch):
+    """Against a raw EnvPool of the same seed fed the same actions: a game's return is the sum of the raw
+    rewards from one game over (or truncation) to the next, its length counts decisions (the autoreset steps
+    after each lost life excluded, as EnvPool's own elapsed_step does), and both restart after a truncation."""
+    monkeypatch.setattr(envpool, "make", functools.partial(envpool.make, max_episode_steps=100))
+    envs = ppo_baseline.AtariEnvs("Breakout-v5", 2, torch.device("cpu"), seed=3)
+    raw = envpool.make("Breakout-v5", env_type="gymnasium", num_envs=2, episodic_life=True, reward_clip=True, seed=3)
+    obs, raw_obs = envs.reset(), raw.reset()[0]
+    assert np.array_equal(obs.numpy(), raw_obs)
+    generator = np.random.default_rng(0)
+    running, games, truncations, lives_lost = np.zeros(2), 0, 0, 0
+    previous_done = np.zeros(2, dtype=bool)
+    for _ in range(1000):
+        action = generator.integers(0, 4, size=2)
+        obs, reward, terminated, truncated, info = envs.step(torch.from_numpy(action))
+        raw_obs, raw_reward, raw_terminated, raw_truncated, raw_info = raw.step(action)
+        assert np.array_equal(obs.numpy(), raw_obs) and np.array_equal(reward.numpy(), raw_reward)
+        assert np.array_equal(terminated.numpy(), raw_terminated) and np.array_equal(truncated.numpy(), raw_truncated)
+        assert reward.dtype == torch.float32 and reward.abs().max() <= 1  # clipped for training
+        # The autoreset step: it pays nothing and EnvPool does not count it.
+        assert (raw_info["reward"][previous_done] == 0).all()
+        running += raw_info["reward"]
+        over = raw_info["terminated"].astype(bool) | raw_truncated
+        assert np.array_equal(info["episode_length"].numpy() > 0, over)  # reported where a game ended, only
+        for n in np.flatnonzero(over):
+            assert info["episode_return"][n].item() == running[n]
+            assert info["episode_length"][n].item() == raw_info["elapsed_step"][n]
+            running[n] = 0
+        games += int(over.sum())
+        truncations += int(raw_truncated.sum())
+        lives_lost += int((raw_terminated & ~raw_info["terminated"].astype(bool)).sum())
+        previous_done = raw_terminated | raw_truncated
+    assert games >= 4 and truncations >= 1 and lives_lost >= 4  # all three kinds of done were seen
+
+
+class NextStepResetBandit(p3o_ocean.Bandit):
+    """Bandit the EnvPool way: the step after a done ignores its action, pays 0 and ends nothing. Its
+    observation is the done step's (the terminal observation), which `poison` can replace."""
+
+    autoreset_next_step = True
+    poison = None  # "terminal": garbage terminal observations; "decision": garbage observations of decisions
+
+    def reset(self):
+        self.resetting = torch.zeros(self.num_envs, dtype=torch.bool)
+        return super().reset()
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = super().step(actions)
+        reward = torch.where(self.resetting, 0.0, reward)
+        terminated = terminated & ~self.resetting
+        self.resetting = terminated.clone()
+        garbage = 1e3 * torch.randn(obs.shape, generator=torch.Generator().manual_seed(int(self.episode_length.sum())))
+        if self.poison == "terminal":  # seen only by autoreset steps
+            obs = torch.where(terminated[:, None], garbage, obs)
+        elif self.poison == "decision":
+            obs = torch.where(terminated[:, None], obs, garbage)
+        return obs, reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_autoreset_steps_are_masked_out_of_every_loss(script, tmp_path, monkeypatch):
+    """Garbage in the observations that only autoreset steps see must not change one trained parameter: no
+    policy, entropy or value loss, no advantage normalisation, no statistic reads them. The control shows the
+    test can fail: the same garbage in the observations of decisions does change the parameters."""
+    module = SCRIPTS[script]
+    monkeypatch.chdir(tmp_path)
+    trained = {}
+    for poison in (None, "terminal", "decision"):
+        monkeypatch.setattr(NextStepResetBandit, "poison", poison)
+        monkeypatch.setattr(module, "make_envs", lambda args, device: NextStepResetBandit(args.num_envs, device=device, seed=args.seed))
+        args = module.Args(env_id="ocean/bandit", num_envs=8, num_steps=16, num_minibatches=2, update_epochs=2, total_timesteps=256, learning_rate=1e-2, save_model=True, progress=False)
+        result = module.train(args)
+        checkpoint = torch.load(tmp_path / "runs" / result["run"] / f"{args.exp_name}.cleanrl_model")
+        trained[poison] = checkpoint["model"]
+    for name, value in trained[None].items():
+        assert torch.equal(value, trained["terminal"][name]), name
+    assert any(not torch.equal(value, trained["decision"][name]) for name, value in trained[None].items())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Smoke runs, CleanRL style: the scripts as a user runs them, on Atari through EnvPool, on the CPU
+# ---------------------------------------------------------------------------------------------------------
+TAGS = {"charts/episodic_return", "charts/avg_episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate", "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/explained_variance", "perf/rollout_fraction", "perf/advantage_fraction", "perf/update_fraction"}
+P3O_TAGS = {"charts/horizon", "losses/value_nll", "charts/sigma_r", "charts/advantage_mean"}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_smoke_run_on_breakout(script, tmp_path):
+    flags = ["--env-id", "Breakout-v5", "--total-timesteps", "1024", "--num-envs", "4", "--num-steps", "64", "--num-minibatches", "2", "--update-epochs", "1", "--save-model"]
+    if script == "p3o_atari.py":
+        flags += ["--horizon", "32"]
+    run = subprocess.run([sys.executable, str(ROOT / script), *flags], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "return" in run.stdout and "SPS" in run.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.startswith("Breakout-v5__" + script[:-3] + "__1__")
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    expected = TAGS | (P3O_TAGS if script == "p3o_atari.py" else set())
+    assert expected <= set(events.Tags()["scalars"]), expected - set(events.Tags()["scalars"])
+    assert [e.step for e in events.Scalars("charts/SPS")] == [256, 512, 768, 1024]
+    if script == "p3o_atari.py":
+        assert "charts/log_sigma" in events.Tags()["histograms"]
+        assert 16 <= events.Scalars("charts/horizon")[-1].value <= 32
+
+    # The checkpoint carries the args needed to rebuild the agent, and loads into it.
+    checkpoint = torch.load(run_dir / f"{script[:-3]}.cleanrl_model")
+    module = SCRIPTS[script]
+    args = replace(module.Args(), **{k: v for k, v in checkpoint["args"].items()})
+    agent = module.Agent((4, 84, 84), 4, args)
+    agent.load_state_dict(checkpoint["model"])
+    assert checkpoint["global_step"] == 1024
+    heads = 32 if script == "p3o_atari.py" else 1
+    assert agent.critic.out_features == heads
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bad flags
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (dict(env_id="Breakot-v5"), "did you mean Breakout-v5"),
+        (dict(env_id="ocean/bandt"), "did you mean ocean/bandit"),
+        (dict(env_id="CartPole-v1"), "is not an EnvPool Atari id or ocean/NAME"),
+        (dict(num_envs=8, num_steps=100, num_minibatches=3), "--num-minibatches 3 must divide the batch"),
+        (dict(num_envs=0), "--num-envs must be >= 1"),
+        (dict(total_timesteps=0), "--total-timesteps must be >= 1"),
+        (dict(learning_rate=-1.0), "--learning-rate must be > 0"),
+    ],
+)
+def test_bad_flags_are_rejected(script, flags, message, capsys):
+    module = SCRIPTS[script]
+    with pytest.raises(SystemExit) as exit_info:
+        module.check_args(module.Args(**flags))
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "script, flags, message",
+    [
+        ("p3o_atari.py", dict(horizon=0), "--horizon must be >= 1"),
+        ("p3o_atari.py", dict(puf=2.0), "--puf must be in [0, 1]"),
+        ("p3o_atari.py", dict(min_horizon=-1), "--min-horizon must be >= 0"),
+        ("ppo_baseline.py", dict(gamma=1.5), "--gamma must be in [0, 1]"),
+        ("ppo_baseline.py", dict(gae_lambda=-0.1), "--gae-lambda must be in [0, 1]"),
+    ],
+)
+def test_bad_algorithm_flags_are_rejected(script, flags, message, capsys):
+    module = SCRIPTS[script]
+    with pytest.raises(SystemExit) as exit_info:
+        module.check_args(module.Args(**flags))
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_good_flags_pass():
+    for module in SCRIPTS.values():
+        module.check_args(module.Args())
+        module.check_args(module.Args(env_id="ocean/delay", num_envs=3, num_steps=5, num_minibatches=5))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_bad_flag_exits_before_any_env_starts(script, tmp_path):
+    run = subprocess.run([sys.executable, str(ROOT / script), "--env-id", "Breakot-v5", "--num-minibatches", "3"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 2
+    assert f"{script}: error: --env-id 'Breakot-v5'" in run.stderr and "--num-minibatches 3 must divide" in run.stderr
+    assert not (tmp_path / "runs").exists()
