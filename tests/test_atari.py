@@ -16,6 +16,7 @@ import torch
 import p3o_atari
 import p3o_ocean
 import ppo_baseline
+from fake_envs import NextStepResetBandit
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {"ppo_baseline.py": ppo_baseline, "p3o_atari.py": p3o_atari}
@@ -145,30 +146,6 @@ def test_atari_envs_report_whole_games_in_raw_score(monkeypatch):
     assert games >= 4 and truncations >= 1 and lives_lost >= 4  # all three kinds of done were seen
 
 
-class NextStepResetBandit(p3o_ocean.Bandit):
-    """Bandit the EnvPool way: the step after a done ignores its action, pays 0 and ends nothing. Its
-    observation is the done step's (the terminal observation), which `poison` can replace."""
-
-    autoreset_next_step = True
-    poison = None  # "terminal": garbage terminal observations; "decision": garbage observations of decisions
-
-    def reset(self):
-        self.resetting = torch.zeros(self.num_envs, dtype=torch.bool)
-        return super().reset()
-
-    def step(self, actions):
-        obs, reward, terminated, truncated, info = super().step(actions)
-        reward = torch.where(self.resetting, 0.0, reward)
-        terminated = terminated & ~self.resetting
-        self.resetting = terminated.clone()
-        garbage = 1e3 * torch.randn(obs.shape, generator=torch.Generator().manual_seed(int(self.episode_length.sum())))
-        if self.poison == "terminal":  # seen only by autoreset steps
-            obs = torch.where(terminated[:, None], garbage, obs)
-        elif self.poison == "decision":
-            obs = torch.where(terminated[:, None], obs, garbage)
-        return obs, reward, terminated, truncated, info
-
-
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_autoreset_steps_are_masked_out_of_every_loss(script, tmp_path, monkeypatch):
     """Garbage in the observations that only autoreset steps see must not change one trained parameter: no
@@ -232,38 +209,26 @@ def test_smoke_run_on_breakout(script, tmp_path):
 # ---------------------------------------------------------------------------------------------------------
 # Bad flags
 # ---------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("script", SCRIPTS)
-@pytest.mark.parametrize(
-    "flags, message",
-    [
-        (dict(env_id="Breakot-v5"), "did you mean Breakout-v5"),
-        (dict(env_id="ocean/bandt"), "did you mean ocean/bandit"),
-        (dict(env_id="CartPole-v1"), "is not an EnvPool Atari id or ocean/NAME"),
-        (dict(num_envs=8, num_steps=100, num_minibatches=3), "--num-minibatches 3 must divide the batch"),
-        (dict(num_envs=0), "--num-envs must be >= 1"),
-        (dict(total_timesteps=0), "--total-timesteps must be >= 1"),
-        (dict(learning_rate=-1.0), "--learning-rate must be > 0"),
-    ],
-)
+SHARED_BAD_FLAGS = [
+    (dict(env_id="Breakot-v5"), "did you mean Breakout-v5"),
+    (dict(env_id="ocean/bandt"), "did you mean ocean/bandit"),
+    (dict(env_id="CartPole-v1"), "is not an EnvPool Atari id or ocean/NAME"),
+    (dict(num_envs=8, num_steps=100, num_minibatches=3), "--num-minibatches 3 must divide the batch"),
+    (dict(num_envs=0), "--num-envs must be >= 1"),
+    (dict(total_timesteps=0), "--total-timesteps must be >= 1"),
+    (dict(learning_rate=-1.0), "--learning-rate must be > 0"),
+]
+OWN_BAD_FLAGS = [
+    ("p3o_atari.py", dict(horizon=0), "--horizon must be >= 1"),
+    ("p3o_atari.py", dict(puf=2.0), "--puf must be in [0, 1]"),
+    ("p3o_atari.py", dict(min_horizon=-1), "--min-horizon must be >= 0"),
+    ("ppo_baseline.py", dict(gamma=1.5), "--gamma must be in [0, 1]"),
+    ("ppo_baseline.py", dict(gae_lambda=-0.1), "--gae-lambda must be in [0, 1]"),
+]
+
+
+@pytest.mark.parametrize("script, flags, message", [(script, *case) for script in SCRIPTS for case in SHARED_BAD_FLAGS] + OWN_BAD_FLAGS)
 def test_bad_flags_are_rejected(script, flags, message, capsys):
-    module = SCRIPTS[script]
-    with pytest.raises(SystemExit) as exit_info:
-        module.check_args(module.Args(**flags))
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
-
-
-@pytest.mark.parametrize(
-    "script, flags, message",
-    [
-        ("p3o_atari.py", dict(horizon=0), "--horizon must be >= 1"),
-        ("p3o_atari.py", dict(puf=2.0), "--puf must be in [0, 1]"),
-        ("p3o_atari.py", dict(min_horizon=-1), "--min-horizon must be >= 0"),
-        ("ppo_baseline.py", dict(gamma=1.5), "--gamma must be in [0, 1]"),
-        ("ppo_baseline.py", dict(gae_lambda=-0.1), "--gae-lambda must be in [0, 1]"),
-    ],
-)
-def test_bad_algorithm_flags_are_rejected(script, flags, message, capsys):
     module = SCRIPTS[script]
     with pytest.raises(SystemExit) as exit_info:
         module.check_args(module.Args(**flags))

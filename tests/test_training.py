@@ -1,8 +1,8 @@
 """P3O learns: it solves the sanity checks and a short-delay horizon probe on the CPU, about a minute each."""
 import pytest
-import torch
 
 import p3o_ocean
+from fake_envs import NextStepResetBandit
 from p3o_ocean import OCEAN_ENVS, Args, train
 
 # The default batch (256 envs x 128 steps, 4 minibatches x 2 epochs), pinned here: the budgets are tuned to it.
@@ -26,22 +26,6 @@ def test_autoreset_steps_are_masked(tmp_path, monkeypatch):
     advantage, no policy loss and no value targets: P3O.md. We record what the update sees."""
     monkeypatch.chdir(tmp_path)
 
-    class NextStepReset(p3o_ocean.Bandit):
-        """Bandit the EnvPool way: the step after a done ignores its action, pays 0 and ends nothing."""
-
-        autoreset_next_step = True
-
-        def reset(self):
-            self.resetting = torch.zeros(self.num_envs, dtype=torch.bool)
-            return super().reset()
-
-        def step(self, actions):
-            obs, reward, terminated, truncated, info = super().step(actions)
-            reward = torch.where(self.resetting, 0.0, reward)
-            terminated = terminated & ~self.resetting
-            self.resetting = terminated.clone()
-            return obs, reward, terminated, truncated, info
-
     seen = {}
     original = p3o_ocean.p3o_advantage
 
@@ -50,7 +34,7 @@ def test_autoreset_steps_are_masked(tmp_path, monkeypatch):
         seen["advantages"], window = original(rewards, terminals, *args, **kwargs)
         return seen["advantages"], window
 
-    monkeypatch.setitem(p3o_ocean.OCEAN_ENVS, "bandit", NextStepReset)
+    monkeypatch.setitem(p3o_ocean.OCEAN_ENVS, "bandit", NextStepResetBandit)
     monkeypatch.setattr(p3o_ocean, "p3o_advantage", spy)
     result = train(Args(env_id="bandit", num_envs=8, num_steps=16, num_minibatches=2, total_timesteps=128, progress=False))
     # Decisions and autoreset steps alternate: even steps end an episode, odd steps are the resets. The
