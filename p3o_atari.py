@@ -195,6 +195,29 @@ def variable_horizon(sigma, sigma_r, min_horizon=16, cut=0.95):
     return torch.where(beyond.any(), beyond.int().argmax(), H)
 
 
+def precision(sigma, sigma_r, puf=0.0):
+    """omega[j] = max(0, 1 / sigma[j]^2 - puf / sigma_r^2), sigma clamped to [e^-10, e^10]."""
+    sigma = sigma.clamp(MIN_SIGMA, MAX_SIGMA)
+    omega = 1.0 / (sigma * sigma)
+    if puf > 0 and sigma_r > 0:
+        omega = omega - puf / (sigma_r * sigma_r)
+    return omega.clamp(min=0)
+
+
+def log_weight_curve(writer, sigma, sigma_r, puf, horizon, global_step):
+    """The learned discount curve as a TensorBoard histogram over offsets: bucket j holds w[j], the weight the
+    advantage gives the reward j steps ahead (omega over its max, 0 from the variable horizon h on), so the
+    histogram view shows the curve and the horizon change over training."""
+    weights = precision(sigma.detach().double().cpu(), float(sigma_r), puf)
+    weights[horizon:] = 0
+    weights = weights / weights.max() if weights.max() > 0 else weights
+    offsets = torch.arange(len(weights), dtype=torch.float64)
+    writer.add_histogram_raw(
+        "charts/weight_curve", min=0.0, max=float(len(weights)), num=float(weights.sum()), sum=float((offsets * weights).sum()),
+        sum_squares=float((offsets**2 * weights).sum()), bucket_limits=(offsets + 1).tolist(), bucket_counts=weights.tolist(), global_step=global_step,
+    )
+
+
 def p3o_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="max", min_horizon=16, cut=0.95, tail_mu=None):
     """A[t, n] = sum_{j < L} w[j] * (rewards[t + j, n] - mu[t, n, j]), the P3O advantage.
 
@@ -209,10 +232,7 @@ def p3o_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="
     H = mu.shape[-1]
     sigma = sigma.clamp(MIN_SIGMA, MAX_SIGMA)
     sigma_r = torch.as_tensor(sigma_r, dtype=torch.float32, device=mu.device)
-    omega = 1.0 / (sigma * sigma)
-    if puf > 0 and sigma_r > 0:
-        omega = omega - puf / (sigma_r * sigma_r)
-    omega = omega.clamp(min=0)
+    omega = precision(sigma, sigma_r, puf)
     targets, k = episode_windows(rewards, terminals, H, tail_mu)
     window = torch.minimum(k, variable_horizon(sigma, sigma_r, min_horizon, cut))
     offsets = torch.arange(H, device=mu.device)
@@ -566,6 +586,7 @@ def train(args):
         writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
         writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
         writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
+        log_weight_curve(writer, sigma, sigma_r, args.puf, horizon, global_step)
         # end P3O
         for phase, seconds in timer.totals.items():
             writer.add_scalar(f"perf/{phase}_fraction", seconds / max(timer.total, 1e-9), global_step)

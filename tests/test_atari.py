@@ -61,7 +61,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
         assert piece in ppo_text, piece
     assert len(blocks_p3o) <= 12 and len(blocks_ppo) <= 12
     # Most of each file is the shared PPO machinery, which the blocks must not swallow.
-    assert sum(map(len, blocks_ppo)) < 0.25 * len(rest_ppo) and sum(map(len, blocks_p3o)) < 0.5 * len(rest_p3o)
+    assert sum(map(len, blocks_ppo)) < 0.25 * len(rest_ppo) and sum(map(len, blocks_p3o)) < len(rest_p3o)
     for piece in ("class AtariEnvs", "pg_loss = masked_mean", "next_valid = 1.0 - next_done", "clip_grad_norm_", 'writer.add_scalar("charts/SPS"'):
         assert piece in "\n".join(rest_p3o), piece
     # Above the Args: only the header comments, the usage lines and the imports P3O needs.
@@ -69,13 +69,32 @@ def test_scripts_differ_only_in_the_marked_blocks():
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "layer_init", "masked_mean", "PhaseTimer", "show_progress"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":
         assert (p3o_atari.MIN_SIGMA, p3o_atari.MAX_SIGMA) == (p3o_ocean.MIN_SIGMA, p3o_ocean.MAX_SIGMA)
     else:
         assert inspect.getsource(getattr(p3o_atari, name)) == inspect.getsource(getattr(p3o_ocean, name))
+
+
+def test_weight_curve_histogram_is_the_normalised_precision(tmp_path):
+    """Bucket j of `charts/weight_curve` holds omega[j] / max(omega), 0 from the horizon on, puf subtracted."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(tmp_path)
+    sigma = torch.tensor([0.5, 1.0, 2.0, 0.25, 1.0])  # omega = 4, 1, 0.25, 16, 1
+    p3o_atari.log_weight_curve(writer, sigma, 1.0, 0.0, 4, global_step=7)
+    p3o_atari.log_weight_curve(writer, sigma, 1.0, 0.5, 5, global_step=8)  # omega - 0.5, clamped at 0
+    writer.close()
+    events = EventAccumulator(str(tmp_path), size_guidance={"histograms": 0})
+    events.Reload()
+    first, second = events.Histograms("charts/weight_curve")
+    assert (first.step, second.step) == (7, 8)
+    assert first.histogram_value.bucket_limit == [1, 2, 3, 4, 5]
+    assert np.allclose(first.histogram_value.bucket, [0.25, 0.0625, 0.015625, 1.0, 0.0])
+    assert np.allclose(second.histogram_value.bucket, np.array([3.5, 0.5, 0.0, 15.5, 0.5]) / 15.5)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -192,7 +211,7 @@ def test_smoke_run_on_breakout(script, tmp_path):
     assert expected <= set(events.Tags()["scalars"]), expected - set(events.Tags()["scalars"])
     assert [e.step for e in events.Scalars("charts/SPS")] == [128, 256, 384, 512]
     if script == "p3o_atari.py":
-        assert "charts/log_sigma" in events.Tags()["histograms"]
+        assert {"charts/log_sigma", "charts/weight_curve"} <= set(events.Tags()["histograms"])
         assert 16 <= events.Scalars("charts/horizon")[-1].value <= 32
 
     # The checkpoint carries the args needed to rebuild the agent, and loads into it.
