@@ -88,13 +88,23 @@ class Args:
     """normalise the kept precision weights by their maximum or by their sum"""
     min_horizon: int = 16
     """the variable horizon never cuts below this many offsets"""
-    horizon_cut: float = 0.95
-    """cut the horizon at the first offset whose sigma exceeds this fraction of the reward std (0: no cut)"""
+    horizon_cut: float = 0.0
+    """cut the horizon at the first offset past --min-horizon whose sigma exceeds this fraction of the reward std;
+    0 (the default): no cut. P3O.md's 0.95 makes P3O myopic: it cuts at 16 wherever the far rewards are noisy
+    (README, Results)"""
     tail: Literal["bootstrap", "none"] = "bootstrap"
     """windows that reach the rollout's end: continue them with predictions at the last state, or stop"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
     # end P3O
+
+    # Ocean env options, for --env-id ocean/NAME (each env reads the ones it needs)
+    delay: int = 4
+    """ocean/delay: steps between a decision and its reward"""
+    forage_distance: int = 16
+    """ocean/forage: distance to the large reward"""
+    password_length: int = 5
+    """ocean/password: number of bits to guess"""
 
     # to be filled in runtime
     batch_size: int = 0
@@ -144,7 +154,8 @@ class AtariEnvs:
         obs, reward, terminated, truncated, episode_return, episode_length = (
             torch.from_numpy(x).to(self.device) for x in (obs, reward.astype(np.float32), terminated, truncated, episode_return, episode_length)
         )
-        return obs, reward, terminated, truncated, {"episode_return": episode_return, "episode_length": episode_length}
+        info = {"episode_return": episode_return, "episode_length": episode_length, "score": episode_return}  # an Atari game's score is its raw return
+        return obs, reward, terminated, truncated, info
 
 
 def make_envs(args, device):
@@ -152,7 +163,8 @@ def make_envs(args, device):
     if args.env_id.startswith("ocean/"):
         from p3o_ocean import OCEAN_ENVS
 
-        return OCEAN_ENVS[args.env_id[len("ocean/") :]](args.num_envs, device=device, seed=args.seed)
+        options = dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length)
+        return OCEAN_ENVS[args.env_id[len("ocean/") :]](args.num_envs, device=device, seed=args.seed, **options)
     return AtariEnvs(args.env_id, args.num_envs, device, args.seed)
 
 
@@ -366,7 +378,7 @@ def check_args(args):
         close = difflib.get_close_matches(args.env_id, known, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         errors.append(f"--env-id {args.env_id!r} is not an EnvPool Atari id or ocean/NAME{hint}")
-    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"):
+    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "delay", "forage_distance", "password_length"):
         if getattr(args, name) < 1:
             errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.num_minibatches >= 1 and (args.num_envs * args.num_steps) % args.num_minibatches != 0:
@@ -430,6 +442,7 @@ def train(args):
     valid = torch.zeros((args.num_steps, args.num_envs), device=device)
     episode_returns = torch.zeros((args.num_steps, args.num_envs), device=device)
     episode_lengths = torch.zeros((args.num_steps, args.num_envs), dtype=torch.int64, device=device)
+    episode_scores = torch.zeros((args.num_steps, args.num_envs), device=device)
     # P3O: H predicted rewards per decision
     mus = torch.zeros((args.num_steps, args.num_envs, args.horizon), device=device)
     offsets = torch.arange(args.horizon, device=device)
@@ -439,7 +452,7 @@ def train(args):
     global_step = 0
     start_time = time.time()
     next_valid = torch.ones(args.num_envs, device=device)
-    avg_returns = deque(maxlen=20)
+    avg_returns, avg_scores = deque(maxlen=20), deque(maxlen=20)
     timer = PhaseTimer(device)
 
     for iteration in range(1, args.num_iterations + 1):
@@ -472,6 +485,7 @@ def train(args):
             next_valid = 1.0 - next_done * envs.autoreset_next_step
             episode_returns[step] = infos["episode_return"]
             episode_lengths[step] = infos["episode_length"]
+            episode_scores[step] = infos["score"]
         timer.lap("rollout")
 
         # P3O: the advantage, with no gamma and no lambda
@@ -559,15 +573,17 @@ def train(args):
             horizon = int(variable_horizon(sigma, sigma_r, args.min_horizon, args.horizon_cut))
             # end P3O
             ended = episode_lengths > 0
-            finished = list(zip(episode_returns[ended].tolist(), episode_lengths[ended].tolist()))
-        avg_returns.extend(episode_return for episode_return, _ in finished)
+            finished = list(zip(episode_returns[ended].tolist(), episode_lengths[ended].tolist(), episode_scores[ended].tolist()))
+        avg_returns.extend(episode_return for episode_return, _, _ in finished)
+        avg_scores.extend(score for _, _, score in finished)
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int(global_step / (time.time() - start_time))
         if finished:
-            writer.add_scalar("charts/episodic_return", np.mean([episode_return for episode_return, _ in finished]), global_step)
+            writer.add_scalar("charts/episodic_return", np.mean([episode_return for episode_return, _, _ in finished]), global_step)
             writer.add_scalar("charts/avg_episodic_return", np.mean(avg_returns), global_step)
-            writer.add_scalar("charts/episodic_length", np.mean([length for _, length in finished]), global_step)
+            writer.add_scalar("charts/episodic_length", np.mean([length for _, length, _ in finished]), global_step)
+            writer.add_scalar("charts/score", np.mean([score for _, _, score in finished]), global_step)
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
         writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
@@ -603,7 +619,7 @@ def train(args):
     writer.close()
     if args.track:
         wandb.finish()
-    return {"env": args.env_id, "return": float(np.mean(avg_returns)) if avg_returns else float("nan"), "episodes": len(avg_returns), "steps": global_step, "SPS": int(global_step / (time.time() - start_time)), "phases": dict(timer.totals), "run": run_name}
+    return {"env": args.env_id, "return": float(np.mean(avg_returns)) if avg_returns else float("nan"), "score": float(np.mean(avg_scores)) if avg_scores else float("nan"), "episodes": len(avg_returns), "steps": global_step, "SPS": int(global_step / (time.time() - start_time)), "phases": dict(timer.totals), "run": run_name}
 
 
 class PhaseTimer:

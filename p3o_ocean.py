@@ -87,8 +87,10 @@ class Args:
     """normalise the kept precision weights by their maximum or by their sum"""
     min_horizon: int = 16
     """the variable horizon never cuts below this many offsets"""
-    horizon_cut: float = 0.95
-    """cut the horizon at the first offset whose sigma exceeds this fraction of the reward std (0: no cut)"""
+    horizon_cut: float = 0.0
+    """cut the horizon at the first offset past --min-horizon whose sigma exceeds this fraction of the reward std;
+    0 (the default): no cut. P3O.md's 0.95 makes P3O myopic: it cuts at 16 wherever the far rewards are noisy
+    (README, Results)"""
     tail: Literal["bootstrap", "none"] = "bootstrap"
     """windows that reach the rollout's end: continue them with predictions at the last state, or stop"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"

@@ -185,10 +185,25 @@ def test_autoreset_steps_are_masked_out_of_every_loss(script, tmp_path, monkeypa
     assert any(not torch.equal(value, trained["decision"][name]) for name, value in trained[None].items())
 
 
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_ocean_options_and_scores(script, tmp_path, monkeypatch):
+    """--env-id ocean/NAME takes the Ocean env options, and the run reports the env's normalised score, which
+    differs from the return there (delay pays 1 per correct decision, its score is 2 * accuracy - 1)."""
+    module = SCRIPTS[script]
+    options = dict(delay=7, forage_distance=5, password_length=3)
+    for name, attribute, expected in (("delay", "delay", 7), ("forage", "distance", 5), ("password", "length", 3)):
+        envs = module.make_envs(module.Args(env_id=f"ocean/{name}", num_envs=2, **options), torch.device("cpu"))
+        assert getattr(envs, attribute) == expected
+    monkeypatch.chdir(tmp_path)
+    args = module.Args(env_id="ocean/delay", delay=2, num_envs=16, num_steps=66, num_minibatches=2, update_epochs=1, total_timesteps=16 * 66 * 2, progress=False)
+    result = module.train(args)
+    assert 0.0 <= result["score"] <= 1.0 and result["return"] > 1.0, result  # random play: ~32 of 64 correct
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Smoke runs, CleanRL style: the scripts as a user runs them, on Atari through EnvPool, on the CPU
 # ---------------------------------------------------------------------------------------------------------
-TAGS = {"charts/episodic_return", "charts/avg_episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate", "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/explained_variance", "perf/rollout_fraction", "perf/advantage_fraction", "perf/update_fraction"}
+TAGS = {"charts/episodic_return", "charts/score", "charts/avg_episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate", "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/explained_variance", "perf/rollout_fraction", "perf/advantage_fraction", "perf/update_fraction"}
 P3O_TAGS = {"charts/horizon", "losses/value_nll", "charts/sigma_r", "charts/advantage_mean"}
 
 
@@ -221,6 +236,8 @@ def test_smoke_run_on_breakout(script, tmp_path):
     agent = module.Agent((4, 84, 84), 4, args)
     agent.load_state_dict(checkpoint["model"])
     assert checkpoint["global_step"] == 512
+    scores, returns = events.Scalars("charts/score"), events.Scalars("charts/episodic_return")
+    assert [e.value for e in scores] == [e.value for e in returns]  # an Atari game's score is its raw return
     heads = 32 if script == "p3o_atari.py" else 1
     assert agent.critic.out_features == heads
 
@@ -236,6 +253,7 @@ SHARED_BAD_FLAGS = [
     (dict(num_envs=0), "--num-envs must be >= 1"),
     (dict(total_timesteps=0), "--total-timesteps must be >= 1"),
     (dict(learning_rate=-1.0), "--learning-rate must be > 0"),
+    (dict(env_id="ocean/delay", delay=0), "--delay must be >= 1"),
 ]
 OWN_BAD_FLAGS = [
     ("p3o_atari.py", dict(horizon=0), "--horizon must be >= 1"),

@@ -1,0 +1,403 @@
+"""The evidence studies on the Ocean suite: one command per study, each writing its raw runs to a CSV and its plots.
+
+    python benchmarks/ocean_studies.py horizon      # p3o_ocean.py at H = 16, 32, 64, 128, 256 on every env
+    python benchmarks/ocean_studies.py versus       # P3O (default H) against PPO at gamma 0.99 and at the best gamma of a sweep
+    python benchmarks/ocean_studies.py delay        # the delay env at D = 1, 8, 32, 64, 100: each algorithm's score against D
+    python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off
+    python benchmarks/ocean_studies.py throughput   # SPS and the advantage's share, P3O against GAE (from the versus runs)
+    python benchmarks/ocean_studies.py all          # the five, in that order
+
+Every learning run is one (algorithm, env, options, seed) with a fixed budget per env (`BUDGETS`, scaled by
+--budget-scale). P3O runs are p3o_ocean.train with the script's defaults; PPO runs are ppo_baseline.train on the
+same env with the same network, batch, learning rate, epochs and clipping (only the advantage and the value head
+differ). Runs go to `--workers` processes of one thread each. Each finished run is appended to
+benchmarks/results/ocean_runs.jsonl with its learning curve, keyed by its settings and a hash of the script that
+ran it: a study interrupted at any point resumes where it stopped, and studies share runs (the versus study's P3O
+runs are the horizon study's H = 128 runs). Delete that file, or pass --fresh, to run everything again.
+
+Scores are the envs' normalised `score` (1 = optimal). A run's final score is the mean of its per-iteration score
+over the last 10% of its iterations; steps-to-solve is the first step at which the per-iteration score reached the
+env's `solved_score` (blank if never).
+"""
+import argparse
+import csv
+import hashlib
+import json
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import fields, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import p3o_ocean  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+RUNS_FILE = RESULTS / "ocean_runs.jsonl"
+ENVS = list(p3o_ocean.OCEAN_ENVS)
+# Steps per run: enough for P3O at the defaults to get most of the way on this 2-core CPU, small enough that the
+# five studies fit one working session with two workers.
+BUDGETS = {"bandit": 393_216, "password": 262_144, "stochastic": 262_144, "squared": 524_288, "delay": 786_432, "forage": 655_360, "mixed": 655_360}
+HORIZONS = [16, 32, 64, 128, 256]
+# Before the change of default: P3O.md's variable-horizon cut (0.95 past min_horizon 16) at H = 32 and 128, on the
+# envs whose episodes outlast 16 steps (elsewhere the cut cannot act and the runs are the same).
+BEFORE = {"horizon_cut": 0.95}
+BEFORE_ENVS = ["delay", "forage"]
+GAMMAS = [0.9, 0.99, 0.999]  # the PPO sweep; 0.99 is the untuned baseline
+DELAYS = [1, 8, 32, 64, 100]
+DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizon end
+ABLATIONS = {"weight_norm": "sum", "puf": 0.5, "horizon_cut": 0.95, "tail": "none"}  # each the value that is not the default
+ABLATION_ENVS = ["delay", "forage"]  # long-horizon probes, where the choices can matter (budgeted to one session)
+ABLATION_DELAY = 32  # delay runs in the ablations use this D, where the horizon matters
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Runs: one spec -> one row, in a worker process
+# ---------------------------------------------------------------------------------------------------------
+def script_hash(algo):
+    name = "p3o_ocean.py" if algo == "p3o" else "ppo_baseline.py"
+    return hashlib.sha256((ROOT / name).read_bytes()).hexdigest()[:12]
+
+
+def spec(algo, env, seed, scale, **options):
+    """One run: the algorithm, the Ocean env, its seed, its budget and the Args fields that differ from the defaults."""
+    steps = int(budget(env, options) * scale)
+    if algo == "p3o":  # explicit, so the runs at the default H are shared between studies
+        options.setdefault("horizon", p3o_ocean.Args.horizon)
+    return {"algo": algo, "env": env, "seed": seed, "total_timesteps": steps, "options": dict(sorted(options.items())), "script": script_hash(algo)}
+
+
+def budget(env, options):
+    """Longer delays mean longer episodes (64 + D steps) and a harder credit assignment: 1.5x the steps past D = 32."""
+    return BUDGETS[env] * 3 // 2 if env == "delay" and options.get("delay", 4) > 32 else BUDGETS[env]
+
+
+def key(run):
+    return json.dumps({k: run[k] for k in ("algo", "env", "seed", "total_timesteps", "options", "script")}, sort_keys=True)
+
+
+def ppo_args(run):
+    """PPO with GAE from ppo_baseline.py, on the same Ocean env, with every hyperparameter the two scripts share
+    taken from p3o_ocean.py's defaults (network, batch, learning rate, epochs, clipping, coefficients)."""
+    import ppo_baseline
+
+    ocean = p3o_ocean.Args()
+    shared = {f.name: getattr(ocean, f.name) for f in fields(ppo_baseline.Args) if hasattr(ocean, f.name) and f.name not in ("exp_name", "env_id", "total_timesteps")}
+    args = ppo_baseline.Args(**shared)
+    return replace(args, env_id=f"ocean/{run['env']}", seed=run["seed"], total_timesteps=run["total_timesteps"], progress=False, **run["options"]), ppo_baseline.train
+
+
+def p3o_args(run):
+    args = replace(p3o_ocean.Args(), env_id=run["env"], seed=run["seed"], total_timesteps=run["total_timesteps"], progress=False, **run["options"])
+    return args, p3o_ocean.train
+
+
+def start_worker():
+    import torch
+
+    torch.set_num_threads(1)  # one process per core beats two threads per process for these small networks
+
+
+def execute(run):
+    """Train one run in a scratch folder and return its row: final score, steps-to-solve, SPS and the curve."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    with tempfile.TemporaryDirectory() as folder:
+        os.chdir(folder)
+        args, train = (p3o_args if run["algo"] == "p3o" else ppo_args)(run)
+        began = time.time()
+        result = train(args)
+        seconds = time.time() - began
+        events = EventAccumulator(f"runs/{result['run']}", size_guidance={"scalars": 0, "histograms": 0})
+        events.Reload()
+        tags = events.Tags()
+        curve = [[e.step, round(e.value, 4)] for e in events.Scalars("charts/score")]
+        row = dict(run, SPS=result["SPS"], seconds=round(seconds, 1), curve=curve)
+        phases = result["phases"]
+        row["advantage_fraction"] = round(phases.get("advantage", 0.0) / sum(phases.values()), 4)
+        if "charts/horizon" in tags["scalars"]:  # P3O: what the weights learned, for the notes
+            row["horizon"] = events.Scalars("charts/horizon")[-1].value
+            row["weights"] = [round(w, 4) for w in events.Histograms("charts/weight_curve")[-1].histogram_value.bucket]
+    solved = p3o_ocean.OCEAN_ENVS[run["env"]].solved_score
+    row["score"] = final_score(curve)
+    row["steps_to_solve"] = next((step for step, score in curve if score >= solved), None)
+    return row
+
+
+def final_score(curve):
+    last = curve[-max(1, len(curve) // 10) :]
+    return round(sum(score for _, score in last) / len(last), 4) if last else float("nan")
+
+
+def load_runs():
+    runs = {}
+    if RUNS_FILE.exists():
+        for line in RUNS_FILE.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                runs[key(row)] = row
+    return runs
+
+
+def run_all(specs, workers, fresh=False):
+    """The rows of these specs: cached ones from ocean_runs.jsonl, the others trained now and appended there one by
+    one as they finish (a crash loses only the runs in flight)."""
+    done = {} if fresh else load_runs()
+    todo = [s for s in dict.fromkeys(key(s) for s in specs) if s not in done]
+    todo = [json.loads(k) for k in todo]
+    print(f"{len(specs)} runs: {len(specs) - len(todo)} cached, {len(todo)} to train on {workers} workers", flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    if todo:
+        began = time.time()
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(workers, initializer=start_worker) as pool, open(RUNS_FILE, "a") as out:
+            for i, row in enumerate(pool.imap_unordered(execute, todo), 1):
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                done[key(row)] = row
+                eta = (time.time() - began) / i * (len(todo) - i)
+                label = " ".join(f"{k}={v}" for k, v in row["options"].items())
+                print(f"[{i}/{len(todo)}] {row['algo']} {row['env']} {label} seed {row['seed']}: score {row['score']:.3f} ({row['seconds']:.0f}s, ETA {eta / 60:.0f} min)", flush=True)
+    return [done[key(s)] for s in specs]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Tables and plots
+# ---------------------------------------------------------------------------------------------------------
+def mean_std(values):
+    values = [v for v in values if v == v]
+    if not values:
+        return float("nan"), float("nan")
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def write_csv(name, rows, columns):
+    path = RESULTS / f"ocean_{name}.csv"
+    with open(path, "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**row["options"], **row})
+    return path
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def band(ax, rows, label, color=None):
+    """Mean learning curve over seeds with a +-1 std band (the seeds share their logging steps)."""
+    import numpy as np
+
+    length = min(len(r["curve"]) for r in rows)
+    steps = np.array([s for s, _ in rows[0]["curve"][:length]])
+    scores = np.array([[v for _, v in r["curve"][:length]] for r in rows])
+    mean, std = scores.mean(0), scores.std(0, ddof=1) if len(rows) > 1 else np.zeros(length)
+    line = ax.plot(steps, mean, label=label, color=color)[0]
+    ax.fill_between(steps, mean - std, mean + std, alpha=0.2, color=line.get_color())
+
+
+def grid(plt, count):
+    cols = min(4, count)
+    rows = (count + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False)
+    for ax in axes.flat[count:]:
+        ax.axis("off")
+    return fig, list(axes.flat)
+
+
+def seeds_of(rows, **match):
+    return [r for r in rows if all((r["options"].get(k) if k not in r else r[k]) == v for k, v in match.items())]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The studies
+# ---------------------------------------------------------------------------------------------------------
+def horizon_study(opts):
+    specs = [spec("p3o", env, seed, opts.budget_scale, horizon=H) for env in ENVS for seed in opts.seeds for H in opts.horizons]
+    rows = run_all(specs, opts.workers, opts.fresh)
+    plt = pyplot()
+    fig, axes = grid(plt, len(ENVS))
+    print(f"\nhorizon invariance, final score mean +- std over seeds {opts.seeds}")
+    print(f"{'env':<12}" + "".join(f"{'H=' + str(H):>16}" for H in HORIZONS) + f"{'|32 vs 128| <= max std':>26}")
+    table = []
+    for ax, env in zip(axes, ENVS):
+        cells, stats = [], {}
+        for H in HORIZONS:
+            group = seeds_of(rows, env=env, horizon=H)
+            stats[H] = mean_std([r["score"] for r in group])
+            solve = [r["steps_to_solve"] for r in group]
+            cells.append((H, *stats[H], sum(s is not None for s in solve), mean_std([s for s in solve if s is not None])[0]))
+        holds = abs(stats[32][0] - stats[128][0]) <= max(stats[32][1], stats[128][1])
+        table.append((env, cells, holds))
+        print(f"{env:<12}" + "".join(f"{m:>9.3f} +-{s:.3f}" for _, m, s, _, _ in cells) + f"{'yes' if holds else 'NO':>26}")
+        ax.errorbar(HORIZONS, [c[1] for c in cells], yerr=[c[2] for c in cells], marker="o", capsize=3, label="cut 0 (default)")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(HORIZONS, [str(H) for H in HORIZONS])
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_title(env)
+        ax.set_xlabel("horizon cap H")
+        ax.set_ylabel("final score")
+    before = run_all([spec("p3o", env, seed, opts.budget_scale, horizon=H, **BEFORE) for env in BEFORE_ENVS for seed in opts.seeds for H in (32, 128)], opts.workers, opts.fresh)
+    print(f"\nbefore the change, with P3O.md's {BEFORE} (after: the table above)")
+    for ax, env in zip(axes, ENVS):
+        if env in BEFORE_ENVS:
+            stats = [mean_std([r["score"] for r in seeds_of(before, env=env, horizon=H)]) for H in (32, 128)]
+            holds = abs(stats[0][0] - stats[1][0]) <= max(stats[0][1], stats[1][1])
+            print(f"{env:<12}" + "".join(f"{'H=' + str(H)}: {m:.3f} +-{s:.3f}   " for H, (m, s) in zip((32, 128), stats)) + ("invariant" if holds else "NOT invariant"))
+            ax.errorbar([32, 128], [m for m, _ in stats], yerr=[s for _, s in stats], marker="s", capsize=3, linestyle="--", label="before: cut 0.95")
+            ax.legend(fontsize=7)
+    path = write_csv("horizon", rows + before, ["env", "horizon", "horizon_cut", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
+    fig.suptitle(f"P3O horizon invariance: final score vs H ({len(opts.seeds)} seeds, mean +- std)")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "ocean_horizon.png", dpi=110)
+    print("\nsteps to solve (seeds that solved / mean steps):")
+    for env, cells, _ in table:
+        print(f"{env:<12}" + "".join(f"{f'{n}/{len(opts.seeds)} ' + (f'{steps / 1e3:.0f}k' if n else '-'):>16}" for _, _, _, n, steps in cells))
+    return table
+
+
+def versus_specs(opts, env, **options):
+    p3o = [spec("p3o", env, seed, opts.budget_scale, **options) for seed in opts.seeds]
+    ppo = {gamma: [spec("ppo", env, seed, opts.budget_scale, gamma=gamma, **options) for seed in opts.seeds] for gamma in GAMMAS}
+    return p3o, ppo
+
+
+def versus_study(opts):
+    plans = {env: versus_specs(opts, env) for env in ENVS}
+    flat = [s for p3o, ppo in plans.values() for s in p3o + [s for group in ppo.values() for s in group]]
+    done = {key(r): r for r in run_all(flat, opts.workers, opts.fresh)}
+    rows, summary = [], []
+    plt = pyplot()
+    fig, axes = grid(plt, len(ENVS))
+    print(f"\nP3O (H={p3o_ocean.Args.horizon}) against PPO, final score mean +- std over seeds {opts.seeds}")
+    print(f"{'env':<12}{'P3O':>16}{'PPO 0.99':>16}{'PPO best':>22}   P3O >= PPO 0.99?")
+    for ax, env in zip(axes, ENVS):
+        p3o_specs, ppo_specs = plans[env]
+        p3o = [done[key(s)] for s in p3o_specs]
+        ppo = {gamma: [done[key(s)] for s in group] for gamma, group in ppo_specs.items()}
+        best = max(GAMMAS, key=lambda g: mean_std([r["score"] for r in ppo[g]])[0])
+        p3o_m, p3o_s = mean_std([r["score"] for r in p3o])
+        base_m, base_s = mean_std([r["score"] for r in ppo[0.99]])
+        best_m, best_s = mean_std([r["score"] for r in ppo[best]])
+        matches = p3o_m >= base_m - max(p3o_s, base_s)  # matches (within seed noise) or beats
+        summary.append(dict(env=env, p3o=(p3o_m, p3o_s), ppo=(base_m, base_s), best_gamma=best, best=(best_m, best_s), matches=matches))
+        print(f"{env:<12}{p3o_m:>9.3f} +-{p3o_s:.3f}{base_m:>9.3f} +-{base_s:.3f}{best_m:>9.3f} +-{best_s:.3f} (g={best}){'yes' if matches else 'NO':>8}")
+        rows += p3o + [r for g in GAMMAS for r in ppo[g]]
+        band(ax, p3o, f"P3O H={p3o_ocean.Args.horizon}")
+        band(ax, ppo[0.99], "PPO gamma 0.99")
+        if best != 0.99:
+            band(ax, ppo[best], f"PPO gamma {best} (best)")
+        ax.set_title(env)
+        ax.set_xlabel("steps")
+        ax.set_ylabel("score")
+        ax.set_ylim(-0.05, 1.05)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"P3O vs PPO on the Ocean suite ({len(opts.seeds)} seeds, mean +- std)")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "ocean_versus.png", dpi=110)
+    path = write_csv("versus", rows, ["env", "algo", "gamma", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
+    print(f"({path}) P3O matches or beats PPO gamma 0.99 on {sum(s['matches'] for s in summary)} of {len(ENVS)} envs")
+    return summary
+
+
+def delay_study(opts):
+    algos = [("P3O", "p3o", {})] + [(f"PPO gamma {g}", "ppo", {"gamma": g}) for g in DELAY_GAMMAS]
+    specs = [spec(algo, "delay", seed, opts.budget_scale, delay=D, **extra) for D in DELAYS for _, algo, extra in algos for seed in opts.seeds]
+    rows = run_all(specs, opts.workers, opts.fresh)
+    path = write_csv("delay", rows, ["env", "delay", "algo", "gamma", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    print(f"\ndelay sweep, final score mean +- std over seeds {opts.seeds} ({path})")
+    print(f"{'algorithm':<18}" + "".join(f"{'D=' + str(D):>16}" for D in DELAYS))
+    for label, algo, extra in algos:
+        stats = [mean_std([r["score"] for r in seeds_of(rows, algo=algo, delay=D, **extra)]) for D in DELAYS]
+        print(f"{label:<18}" + "".join(f"{m:>9.3f} +-{s:.3f}" for m, s in stats))
+        ax.errorbar(DELAYS, [m for m, _ in stats], yerr=[s for _, s in stats], marker="o", capsize=3, label=label)
+    ax.set_xlabel("delay D (steps between a decision and its reward)")
+    ax.set_ylabel("final score")
+    ax.set_ylim(-0.05, 1.05)
+    ax.legend()
+    ax.set_title(f"delay: score against D ({len(opts.seeds)} seeds, mean +- std)")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "ocean_delay.png", dpi=110)
+
+
+def ablation_study(opts):
+    def options(env, **extra):
+        return dict(extra, delay=ABLATION_DELAY) if env == "delay" else extra
+
+    configs = [("default", {})] + [(f"{flag}={value}", {flag: value}) for flag, value in ABLATIONS.items()]
+    specs = [spec("p3o", env, seed, opts.budget_scale, **options(env, **extra)) for env in ABLATION_ENVS for seed in opts.seeds for _, extra in configs]
+    rows = run_all(specs, opts.workers, opts.fresh)
+    for row, (label, _) in zip(rows, [c for _ in ABLATION_ENVS for _ in opts.seeds for c in configs]):
+        row["config"] = label
+    path = write_csv("ablations", rows, ["env", "config", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
+    plt = pyplot()
+    fig, axes = grid(plt, len(ABLATION_ENVS))
+    print(f"\nablations (delay at D={ABLATION_DELAY}), final score mean +- std over seeds {opts.seeds} ({path})")
+    print(f"{'env':<12}" + "".join(f"{label:>22}" for label, _ in configs))
+    for ax, env in zip(axes, ABLATION_ENVS):
+        stats = [mean_std([r["score"] for r in rows if r["env"] == env and r["config"] == label]) for label, _ in configs]
+        print(f"{env:<12}" + "".join(f"{m:>15.3f} +-{s:.3f}" for m, s in stats))
+        ax.bar(range(len(configs)), [m for m, _ in stats], yerr=[s for _, s in stats], capsize=3)
+        ax.set_xticks(range(len(configs)), [label for label, _ in configs], rotation=30, ha="right", fontsize=7)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(env if env != "delay" else f"delay D={ABLATION_DELAY}")
+        ax.set_ylabel("final score")
+    fig.suptitle(f"P3O ablations: one design choice changed from the defaults ({len(opts.seeds)} seeds)")
+    fig.tight_layout()
+    fig.savefig(RESULTS / "ocean_ablations.png", dpi=110)
+
+
+def throughput_study(opts):
+    """From the versus study's runs: SPS and the advantage's share of an iteration, P3O (H = 128) against PPO with
+    GAE, per env. The runs of both algorithms were interleaved on the same two workers, so their ratio is taken
+    side by side; absolute SPS is that of one process sharing the machine with another."""
+    plans = {env: versus_specs(opts, env) for env in ENVS}
+    done = load_runs()
+    rows, missing = [], 0
+    print(f"\nthroughput from the versus study's runs (seeds {opts.seeds}), medians over seeds")
+    print(f"{'env':<12}{'PPO SPS':>10}{'P3O SPS':>10}{'ratio':>8}{'PPO adv.':>10}{'P3O adv.':>10}")
+    for env in ENVS:
+        p3o_specs, ppo_specs = plans[env]
+        groups = {"P3O": [done.get(key(s)) for s in p3o_specs], "PPO": [done.get(key(s)) for s in ppo_specs[0.99]]}
+        if any(r is None for group in groups.values() for r in group):
+            missing += 1
+            continue
+        sps = {name: statistics.median(r["SPS"] for r in group) for name, group in groups.items()}
+        share = {name: statistics.median(r["advantage_fraction"] for r in group) for name, group in groups.items()}
+        rows += [dict(r, config=name) for name, group in groups.items() for r in group]
+        print(f"{env:<12}{sps['PPO']:>10,.0f}{sps['P3O']:>10,.0f}{sps['P3O'] / sps['PPO']:>8.2f}{100 * share['PPO']:>9.1f}%{100 * share['P3O']:>9.1f}%")
+    if missing:
+        print(f"({missing} envs skipped: run the versus study first)")
+    if rows:
+        path = write_csv("throughput", rows, ["env", "config", "seed", "SPS", "advantage_fraction", "seconds", "total_timesteps"])
+        print(f"({path})")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("study", choices=["horizon", "versus", "delay", "ablations", "throughput", "all"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
+    parser.add_argument("--horizons", nargs="+", type=int, default=HORIZONS, help="horizon: the caps H to compare")
+    parser.add_argument("--workers", type=int, default=2, help="processes of one thread each (one per core)")
+    parser.add_argument("--budget-scale", type=float, default=1.0, help="multiplies every run's budget (BUDGETS)")
+    parser.add_argument("--fresh", action="store_true", help="train every run again instead of reusing ocean_runs.jsonl")
+    opts = parser.parse_args()
+    studies = {"horizon": horizon_study, "versus": versus_study, "delay": delay_study, "ablations": ablation_study, "throughput": throughput_study}
+    for name in studies if opts.study == "all" else [opts.study]:
+        studies[name](opts)
+
+
+if __name__ == "__main__":
+    main()

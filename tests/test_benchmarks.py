@@ -1,0 +1,59 @@
+"""The evidence studies' machinery (benchmarks/ocean_studies.py): fair PPO settings, scores, the run cache."""
+import json
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import ocean_studies  # noqa: E402
+import p3o_ocean  # noqa: E402
+import ppo_baseline  # noqa: E402
+
+
+def test_ppo_runs_share_every_hyperparameter_with_p3o():
+    """PPO on the Ocean suite differs from P3O only in the advantage and value head: every field the two Args
+    share is P3O's default, and the env, seed, budget and options are the run's."""
+    run = ocean_studies.spec("ppo", "delay", 3, 1.0, gamma=0.9, delay=64)
+    args, train = ocean_studies.ppo_args(run)
+    assert train is ppo_baseline.train
+    p3o = p3o_ocean.Args()
+    shared = [f.name for f in fields(ppo_baseline.Args) if hasattr(p3o, f.name) and f.name not in ("exp_name", "env_id", "total_timesteps", "seed", "progress", "delay")]
+    assert {"learning_rate", "num_envs", "num_steps", "num_minibatches", "update_epochs", "clip_coef", "ent_coef"} <= set(shared)
+    for name in shared:
+        assert getattr(args, name) == getattr(p3o, name), name
+    assert (args.env_id, args.seed, args.gamma, args.delay) == ("ocean/delay", 3, 0.9, 64)
+    assert args.total_timesteps == ocean_studies.BUDGETS["delay"] * 3 // 2  # D > 32: 1.5x the budget
+
+
+def test_p3o_specs_name_the_default_horizon_so_studies_share_runs():
+    plain = ocean_studies.spec("p3o", "mixed", 1, 1.0)
+    explicit = ocean_studies.spec("p3o", "mixed", 1, 1.0, horizon=p3o_ocean.Args.horizon)
+    assert ocean_studies.key(plain) == ocean_studies.key(explicit)
+    assert ocean_studies.key(plain) != ocean_studies.key(ocean_studies.spec("p3o", "mixed", 2, 1.0))
+
+
+def test_final_score_and_steps_to_solve():
+    curve = [(step, score) for step, score in zip(range(1, 21), [0.1] * 15 + [0.5, 0.95, 0.8, 1.0, 0.9])]
+    assert ocean_studies.final_score(curve) == pytest.approx(0.95)  # the last 10%: 2 of 20 iterations
+    assert ocean_studies.final_score(curve[:5]) == pytest.approx(0.1)  # at least the last one
+
+
+def test_runs_are_cached_and_resumable(tmp_path, monkeypatch):
+    """Two tiny runs train once, land in the runs file with their curves, and are read back, not trained again."""
+    monkeypatch.setattr(ocean_studies, "RESULTS", tmp_path)
+    monkeypatch.setattr(ocean_studies, "RUNS_FILE", tmp_path / "runs.jsonl")
+    monkeypatch.setattr(ocean_studies, "BUDGETS", dict(ocean_studies.BUDGETS, bandit=2 * 256 * 128))
+    specs = [ocean_studies.spec("p3o", "bandit", 1, 1.0, horizon=8), ocean_studies.spec("ppo", "bandit", 1, 1.0, gamma=0.9)]
+    rows = ocean_studies.run_all(specs, workers=1)
+    lines = (tmp_path / "runs.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    for row in rows:
+        assert [step for step, _ in row["curve"]] == [256 * 128, 2 * 256 * 128]
+        assert 0.0 <= row["score"] <= 1.0 and row["SPS"] > 0
+    assert len(rows[0]["weights"]) == 8 and max(rows[0]["weights"]) == pytest.approx(1.0)  # P3O: its weight curve
+    again = ocean_studies.run_all(specs, workers=1)
+    assert again == rows and len((tmp_path / "runs.jsonl").read_text().splitlines()) == 2
+    assert json.loads(lines[0])["script"] == ocean_studies.script_hash(json.loads(lines[0])["algo"])
