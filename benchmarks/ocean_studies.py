@@ -4,7 +4,7 @@
     python benchmarks/ocean_studies.py versus       # P3O (default H) against PPO at gamma 0.99 and at the best gamma of a sweep
     python benchmarks/ocean_studies.py delay        # the delay env at D = 1, 8, 32, 64, 100: each algorithm's score against D
     python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off
-    python benchmarks/ocean_studies.py throughput   # SPS and the advantage's share, P3O against GAE (from the versus runs)
+    python benchmarks/ocean_studies.py throughput   # SPS and the advantage's share of an iteration, P3O against GAE (alone)
     python benchmarks/ocean_studies.py all          # the five, in that order
 
 Every learning run is one (algorithm, env, options, seed) with a fixed budget per env (`BUDGETS`, scaled by
@@ -53,6 +53,8 @@ DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizo
 ABLATIONS = {"weight_norm": "sum", "puf": 0.5, "horizon_cut": 0.95, "tail": "none"}  # each the value that is not the default
 ABLATION_ENVS = ["delay", "forage"]  # long-horizon probes, where the choices can matter (budgeted to one session)
 ABLATION_DELAY = 32  # delay runs in the ablations use this D, where the horizon matters
+THROUGHPUT_STEPS = 262_144  # 8 iterations: the first one's start-up costs are a small share
+TAG = ""  # --tag: appended to the CSV and PNG names, so a run with other seeds or horizons keeps the main files
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -143,7 +145,7 @@ def load_runs():
     return runs
 
 
-def run_all(specs, workers, fresh=False):
+def run_all(specs, workers, fresh=False, keep=True):
     """The rows of these specs: cached ones from ocean_runs.jsonl, the others trained now and appended there one by
     one as they finish (a crash loses only the runs in flight)."""
     done = {} if fresh else load_runs()
@@ -154,7 +156,7 @@ def run_all(specs, workers, fresh=False):
     if todo:
         began = time.time()
         context = multiprocessing.get_context("spawn")
-        with context.Pool(workers, initializer=start_worker) as pool, open(RUNS_FILE, "a") as out:
+        with context.Pool(workers, initializer=start_worker) as pool, open(RUNS_FILE if keep else os.devnull, "a") as out:
             for i, row in enumerate(pool.imap_unordered(execute, todo), 1):
                 out.write(json.dumps(row) + "\n")
                 out.flush()
@@ -176,7 +178,7 @@ def mean_std(values):
 
 
 def write_csv(name, rows, columns):
-    path = RESULTS / f"ocean_{name}.csv"
+    path = RESULTS / f"ocean_{name}{TAG}.csv"
     with open(path, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
@@ -203,6 +205,7 @@ def band(ax, rows, label, color=None):
     scores = np.array([[v for _, v in r["curve"][:length]] for r in rows])
     mean, std = scores.mean(0), scores.std(0, ddof=1) if len(rows) > 1 else np.zeros(length)
     line = ax.plot(steps, mean, label=label, color=color)[0]
+    ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1e6:g}M")
     ax.fill_between(steps, mean - std, mean + std, alpha=0.2, color=line.get_color())
 
 
@@ -223,33 +226,33 @@ def seeds_of(rows, **match):
 # The studies
 # ---------------------------------------------------------------------------------------------------------
 def horizon_study(opts):
-    specs = [spec("p3o", env, seed, opts.budget_scale, horizon=H) for env in ENVS for seed in opts.seeds for H in opts.horizons]
+    specs = [spec("p3o", env, seed, opts.budget_scale, horizon=H, **opts.set) for env in opts.envs for seed in opts.seeds for H in opts.horizons]
     rows = run_all(specs, opts.workers, opts.fresh)
     plt = pyplot()
-    fig, axes = grid(plt, len(ENVS))
+    fig, axes = grid(plt, len(opts.envs))
     print(f"\nhorizon invariance, final score mean +- std over seeds {opts.seeds}")
-    print(f"{'env':<12}" + "".join(f"{'H=' + str(H):>16}" for H in HORIZONS) + f"{'|32 vs 128| <= max std':>26}")
+    print(f"{'env':<12}" + "".join(f"{'H=' + str(H):>16}" for H in opts.horizons) + f"{'|32 vs 128| <= max std':>26}")
     table = []
-    for ax, env in zip(axes, ENVS):
+    for ax, env in zip(axes, opts.envs):
         cells, stats = [], {}
-        for H in HORIZONS:
+        for H in opts.horizons:
             group = seeds_of(rows, env=env, horizon=H)
             stats[H] = mean_std([r["score"] for r in group])
             solve = [r["steps_to_solve"] for r in group]
             cells.append((H, *stats[H], sum(s is not None for s in solve), mean_std([s for s in solve if s is not None])[0]))
-        holds = abs(stats[32][0] - stats[128][0]) <= max(stats[32][1], stats[128][1])
+        holds = 32 in stats and 128 in stats and abs(stats[32][0] - stats[128][0]) <= max(stats[32][1], stats[128][1])
         table.append((env, cells, holds))
         print(f"{env:<12}" + "".join(f"{m:>9.3f} +-{s:.3f}" for _, m, s, _, _ in cells) + f"{'yes' if holds else 'NO':>26}")
-        ax.errorbar(HORIZONS, [c[1] for c in cells], yerr=[c[2] for c in cells], marker="o", capsize=3, label="cut 0 (default)")
+        ax.errorbar(opts.horizons, [c[1] for c in cells], yerr=[c[2] for c in cells], marker="o", capsize=3, label="cut 0 (default)")
         ax.set_xscale("log", base=2)
-        ax.set_xticks(HORIZONS, [str(H) for H in HORIZONS])
+        ax.set_xticks(opts.horizons, [str(H) for H in opts.horizons])
         ax.set_ylim(-0.05, 1.05)
         ax.set_title(env)
         ax.set_xlabel("horizon cap H")
         ax.set_ylabel("final score")
     before = run_all([spec("p3o", env, seed, opts.budget_scale, horizon=H, **BEFORE) for env in BEFORE_ENVS for seed in opts.seeds for H in (32, 128)], opts.workers, opts.fresh)
     print(f"\nbefore the change, with P3O.md's {BEFORE} (after: the table above)")
-    for ax, env in zip(axes, ENVS):
+    for ax, env in zip(axes, opts.envs):
         if env in BEFORE_ENVS:
             stats = [mean_std([r["score"] for r in seeds_of(before, env=env, horizon=H)]) for H in (32, 128)]
             holds = abs(stats[0][0] - stats[1][0]) <= max(stats[0][1], stats[1][1])
@@ -259,7 +262,7 @@ def horizon_study(opts):
     path = write_csv("horizon", rows + before, ["env", "horizon", "horizon_cut", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
     fig.suptitle(f"P3O horizon invariance: final score vs H ({len(opts.seeds)} seeds, mean +- std)")
     fig.tight_layout()
-    fig.savefig(RESULTS / "ocean_horizon.png", dpi=110)
+    fig.savefig(RESULTS / f"ocean_horizon{TAG}.png", dpi=110)
     print("\nsteps to solve (seeds that solved / mean steps):")
     for env, cells, _ in table:
         print(f"{env:<12}" + "".join(f"{f'{n}/{len(opts.seeds)} ' + (f'{steps / 1e3:.0f}k' if n else '-'):>16}" for _, _, _, n, steps in cells))
@@ -289,7 +292,7 @@ def versus_study(opts):
         p3o_m, p3o_s = mean_std([r["score"] for r in p3o])
         base_m, base_s = mean_std([r["score"] for r in ppo[0.99]])
         best_m, best_s = mean_std([r["score"] for r in ppo[best]])
-        matches = p3o_m >= base_m - max(p3o_s, base_s)  # matches (within seed noise) or beats
+        matches = p3o_m >= base_m - max(p3o_s, base_s, 0.005)  # matches (within seed noise, or 0.005) or beats
         summary.append(dict(env=env, p3o=(p3o_m, p3o_s), ppo=(base_m, base_s), best_gamma=best, best=(best_m, best_s), matches=matches))
         print(f"{env:<12}{p3o_m:>9.3f} +-{p3o_s:.3f}{base_m:>9.3f} +-{base_s:.3f}{best_m:>9.3f} +-{best_s:.3f} (g={best}){'yes' if matches else 'NO':>8}")
         rows += p3o + [r for g in GAMMAS for r in ppo[g]]
@@ -304,7 +307,7 @@ def versus_study(opts):
         ax.legend(fontsize=7)
     fig.suptitle(f"P3O vs PPO on the Ocean suite ({len(opts.seeds)} seeds, mean +- std)")
     fig.tight_layout()
-    fig.savefig(RESULTS / "ocean_versus.png", dpi=110)
+    fig.savefig(RESULTS / f"ocean_versus{TAG}.png", dpi=110)
     path = write_csv("versus", rows, ["env", "algo", "gamma", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
     print(f"({path}) P3O matches or beats PPO gamma 0.99 on {sum(s['matches'] for s in summary)} of {len(ENVS)} envs")
     return summary
@@ -329,7 +332,7 @@ def delay_study(opts):
     ax.legend()
     ax.set_title(f"delay: score against D ({len(opts.seeds)} seeds, mean +- std)")
     fig.tight_layout()
-    fig.savefig(RESULTS / "ocean_delay.png", dpi=110)
+    fig.savefig(RESULTS / f"ocean_delay{TAG}.png", dpi=110)
 
 
 def ablation_study(opts):
@@ -356,44 +359,50 @@ def ablation_study(opts):
         ax.set_ylabel("final score")
     fig.suptitle(f"P3O ablations: one design choice changed from the defaults ({len(opts.seeds)} seeds)")
     fig.tight_layout()
-    fig.savefig(RESULTS / "ocean_ablations.png", dpi=110)
+    fig.savefig(RESULTS / f"ocean_ablations{TAG}.png", dpi=110)
 
 
 def throughput_study(opts):
-    """From the versus study's runs: SPS and the advantage's share of an iteration, P3O (H = 128) against PPO with
-    GAE, per env. The runs of both algorithms were interleaved on the same two workers, so their ratio is taken
-    side by side; absolute SPS is that of one process sharing the machine with another."""
-    plans = {env: versus_specs(opts, env) for env in ENVS}
-    done = load_runs()
-    rows, missing = [], 0
-    print(f"\nthroughput from the versus study's runs (seeds {opts.seeds}), medians over seeds")
-    print(f"{'env':<12}{'PPO SPS':>10}{'P3O SPS':>10}{'ratio':>8}{'PPO adv.':>10}{'P3O adv.':>10}")
-    for env in ENVS:
-        p3o_specs, ppo_specs = plans[env]
-        groups = {"P3O": [done.get(key(s)) for s in p3o_specs], "PPO": [done.get(key(s)) for s in ppo_specs[0.99]]}
-        if any(r is None for group in groups.values() for r in group):
-            missing += 1
-            continue
-        sps = {name: statistics.median(r["SPS"] for r in group) for name, group in groups.items()}
-        share = {name: statistics.median(r["advantage_fraction"] for r in group) for name, group in groups.items()}
-        rows += [dict(r, config=name) for name, group in groups.items() for r in group]
-        print(f"{env:<12}{sps['PPO']:>10,.0f}{sps['P3O']:>10,.0f}{sps['P3O'] / sps['PPO']:>8.2f}{100 * share['PPO']:>9.1f}%{100 * share['P3O']:>9.1f}%")
-    if missing:
-        print(f"({missing} envs skipped: run the versus study first)")
-    if rows:
-        path = write_csv("throughput", rows, ["env", "config", "seed", "SPS", "advantage_fraction", "seconds", "total_timesteps"])
-        print(f"({path})")
+    """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, on squared and
+    delay, one process at a time and alternating, so the ratios are taken side by side (run it alone)."""
+    configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128})]
+    rows = []
+    for repeat in range(opts.repeats):
+        for env in ("squared", "delay"):
+            for label, algo, options in configs:
+                run = dict(spec(algo, env, 1, opts.budget_scale, **options), total_timesteps=THROUGHPUT_STEPS)
+                rows.append(dict(run_all([run], 1, fresh=True, keep=False)[0], config=label, repeat=repeat))
+    path = write_csv("throughput_vs_ppo", rows, ["env", "config", "repeat", "SPS", "advantage_fraction", "seconds", "total_timesteps"])
+    print(f"\nthroughput, {THROUGHPUT_STEPS:,} steps per run, medians of {opts.repeats} alternating repeats ({path})")
+    for env in ("squared", "delay"):
+        base = statistics.median(r["SPS"] for r in rows if r["env"] == env and r["config"] == configs[0][0])
+        for label, _, _ in configs:
+            group = [r for r in rows if r["env"] == env and r["config"] == label]
+            sps = statistics.median(r["SPS"] for r in group)
+            share = statistics.median(r["advantage_fraction"] for r in group)
+            print(f"{env:<10}{label:<12}{sps:>10,.0f} SPS  {sps / base:.2f}x PPO   advantage {100 * share:.1f}% of an iteration")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("study", choices=["horizon", "versus", "delay", "ablations", "throughput", "all"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
+    parser.add_argument("--envs", nargs="+", default=ENVS, choices=ENVS, help="horizon: the envs")
     parser.add_argument("--horizons", nargs="+", type=int, default=HORIZONS, help="horizon: the caps H to compare")
     parser.add_argument("--workers", type=int, default=2, help="processes of one thread each (one per core)")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="multiplies every run's budget (BUDGETS)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="horizon: p3o_ocean.Args fields for every run, e.g. tail=none")
+    parser.add_argument("--repeats", type=int, default=3, help="throughput: alternating repeats")
+    parser.add_argument("--tag", default="", help="suffix for the CSV and PNG names (e.g. _5seeds)")
     parser.add_argument("--fresh", action="store_true", help="train every run again instead of reusing ocean_runs.jsonl")
     opts = parser.parse_args()
+    global TAG
+    TAG = opts.tag
+    defaults = p3o_ocean.Args()
+    pairs = [item.split("=", 1) for item in opts.set]
+    if any(len(pair) != 2 or not hasattr(defaults, pair[0]) for pair in pairs):
+        parser.error(f"--set takes FIELD=VALUE with FIELD a field of p3o_ocean.Args, got {opts.set}")
+    opts.set = {name: (value == "True") if isinstance(getattr(defaults, name), bool) else type(getattr(defaults, name))(value) for name, value in pairs}
     studies = {"horizon": horizon_study, "versus": versus_study, "delay": delay_study, "ablations": ablation_study, "throughput": throughput_study}
     for name in studies if opts.study == "all" else [opts.study]:
         studies[name](opts)
