@@ -219,7 +219,8 @@ def grid(plt, count):
 
 
 def seeds_of(rows, **match):
-    return [r for r in rows if all((r["options"].get(k) if k not in r else r[k]) == v for k, v in match.items())]
+    """The rows whose settings match: run options first (a P3O row's top-level `horizon` is the learned h)."""
+    return [r for r in rows if all((r["options"][k] if k in r["options"] else r.get(k)) == v for k, v in match.items())]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -57,3 +57,9 @@ def test_runs_are_cached_and_resumable(tmp_path, monkeypatch):
     again = ocean_studies.run_all(specs, workers=1)
     assert again == rows and len((tmp_path / "runs.jsonl").read_text().splitlines()) == 2
     assert json.loads(lines[0])["script"] == ocean_studies.script_hash(json.loads(lines[0])["algo"])
+
+
+def test_rows_are_matched_on_their_options_not_on_the_learned_horizon():
+    row = {"algo": "p3o", "env": "delay", "options": {"horizon": 128, "horizon_cut": 0.95}, "horizon": 16.0}
+    assert ocean_studies.seeds_of([row], env="delay", horizon=128) == [row]
+    assert ocean_studies.seeds_of([row], env="delay", horizon=16) == []
