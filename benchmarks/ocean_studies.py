@@ -196,7 +196,7 @@ def pyplot():
     return plt
 
 
-def band(ax, rows, label, color=None):
+def band(ax, rows, label):
     """Mean learning curve over seeds with a +-1 std band (the seeds share their logging steps)."""
     import numpy as np
 
@@ -204,7 +204,7 @@ def band(ax, rows, label, color=None):
     steps = np.array([s for s, _ in rows[0]["curve"][:length]])
     scores = np.array([[v for _, v in r["curve"][:length]] for r in rows])
     mean, std = scores.mean(0), scores.std(0, ddof=1) if len(rows) > 1 else np.zeros(length)
-    line = ax.plot(steps, mean, label=label, color=color)[0]
+    line = ax.plot(steps, mean, label=label)[0]
     ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1e6:g}M")
     ax.fill_between(steps, mean - std, mean + std, alpha=0.2, color=line.get_color())
 
@@ -267,12 +267,11 @@ def horizon_study(opts):
     print("\nsteps to solve (seeds that solved / mean steps):")
     for env, cells, _ in table:
         print(f"{env:<12}" + "".join(f"{f'{n}/{len(opts.seeds)} ' + (f'{steps / 1e3:.0f}k' if n else '-'):>16}" for _, _, _, n, steps in cells))
-    return table
 
 
-def versus_specs(opts, env, **options):
-    p3o = [spec("p3o", env, seed, opts.budget_scale, **options) for seed in opts.seeds]
-    ppo = {gamma: [spec("ppo", env, seed, opts.budget_scale, gamma=gamma, **options) for seed in opts.seeds] for gamma in GAMMAS}
+def versus_specs(opts, env):
+    p3o = [spec("p3o", env, seed, opts.budget_scale) for seed in opts.seeds]
+    ppo = {gamma: [spec("ppo", env, seed, opts.budget_scale, gamma=gamma) for seed in opts.seeds] for gamma in GAMMAS}
     return p3o, ppo
 
 
