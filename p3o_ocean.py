@@ -91,8 +91,10 @@ class Args:
     """cut the horizon at the first offset past --min-horizon whose sigma exceeds this fraction of the reward std;
     0 (the default): no cut. P3O.md's 0.95 makes P3O myopic: it cuts at 16 wherever the far rewards are noisy
     (README, Results)"""
-    tail: Literal["bootstrap", "none"] = "bootstrap"
-    """windows that reach the rollout's end: continue them with predictions at the last state, or stop"""
+    tail: Literal["bootstrap", "none"] = "none"
+    """windows that reach the rollout's end: stop there (the default), or continue them with the value head's
+    predictions at the last state. The bootstrap made H matter: it adds the untrained columns past the episodes'
+    lengths to the advantage (README, Results)"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
 

@@ -43,14 +43,14 @@ ENVS = list(p3o_ocean.OCEAN_ENVS)
 # five studies fit one working session with two workers.
 BUDGETS = {"bandit": 393_216, "password": 262_144, "stochastic": 262_144, "squared": 524_288, "delay": 786_432, "forage": 655_360, "mixed": 655_360}
 HORIZONS = [16, 32, 64, 128, 256]
-# Before the change of default: P3O.md's variable-horizon cut (0.95 past min_horizon 16) at H = 32 and 128, on the
-# envs whose episodes outlast 16 steps (elsewhere the cut cannot act and the runs are the same).
-BEFORE = {"horizon_cut": 0.95}
-BEFORE_ENVS = ["delay", "forage"]
+# Before the last change of default: the rollout-tail bootstrap at H = 32 and 128, on the envs where it made H
+# matter (the issue-4 horizon study; P3O.md's variable-horizon cut, the change before, is in the ablations).
+BEFORE = {"tail": "bootstrap"}
+BEFORE_ENVS = ["squared", "delay"]
 GAMMAS = [0.9, 0.99, 0.999]  # the PPO sweep; 0.99 is the untuned baseline
 DELAYS = [1, 8, 32, 64, 100]
 DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizon end
-ABLATIONS = {"weight_norm": "sum", "puf": 0.5, "horizon_cut": 0.95, "tail": "none"}  # each the value that is not the default
+ABLATIONS = {"weight_norm": "sum", "puf": 0.5, "horizon_cut": 0.95, "tail": "bootstrap"}  # each the value that is not the default
 ABLATION_ENVS = ["delay", "forage"]  # long-horizon probes, where the choices can matter (budgeted to one session)
 ABLATION_DELAY = 32  # delay runs in the ablations use this D, where the horizon matters
 THROUGHPUT_STEPS = 262_144  # 8 iterations: the first one's start-up costs are a small share
@@ -244,7 +244,7 @@ def horizon_study(opts):
         holds = 32 in stats and 128 in stats and abs(stats[32][0] - stats[128][0]) <= max(stats[32][1], stats[128][1])
         table.append((env, cells, holds))
         print(f"{env:<12}" + "".join(f"{m:>9.3f} +-{s:.3f}" for _, m, s, _, _ in cells) + f"{'yes' if holds else 'NO':>26}")
-        ax.errorbar(opts.horizons, [c[1] for c in cells], yerr=[c[2] for c in cells], marker="o", capsize=3, label="cut 0 (default)")
+        ax.errorbar(opts.horizons, [c[1] for c in cells], yerr=[c[2] for c in cells], marker="o", capsize=3, label="default (no cut, tail none)")
         ax.set_xscale("log", base=2)
         ax.set_xticks(opts.horizons, [str(H) for H in opts.horizons])
         ax.set_ylim(-0.05, 1.05)
@@ -252,15 +252,15 @@ def horizon_study(opts):
         ax.set_xlabel("horizon cap H")
         ax.set_ylabel("final score")
     before = run_all([spec("p3o", env, seed, opts.budget_scale, horizon=H, **BEFORE) for env in BEFORE_ENVS for seed in opts.seeds for H in (32, 128)], opts.workers, opts.fresh)
-    print(f"\nbefore the change, with P3O.md's {BEFORE} (after: the table above)")
+    print(f"\nbefore the change of default, with {BEFORE} (after: the table above)")
     for ax, env in zip(axes, opts.envs):
         if env in BEFORE_ENVS:
             stats = [mean_std([r["score"] for r in seeds_of(before, env=env, horizon=H)]) for H in (32, 128)]
             holds = abs(stats[0][0] - stats[1][0]) <= max(stats[0][1], stats[1][1])
             print(f"{env:<12}" + "".join(f"{'H=' + str(H)}: {m:.3f} +-{s:.3f}   " for H, (m, s) in zip((32, 128), stats)) + ("invariant" if holds else "NOT invariant"))
-            ax.errorbar([32, 128], [m for m, _ in stats], yerr=[s for _, s in stats], marker="s", capsize=3, linestyle="--", label="before: cut 0.95")
+            ax.errorbar([32, 128], [m for m, _ in stats], yerr=[s for _, s in stats], marker="s", capsize=3, linestyle="--", label="before: tail bootstrap")
             ax.legend(fontsize=7)
-    path = write_csv("horizon", rows + before, ["env", "horizon", "horizon_cut", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
+    path = write_csv("horizon", rows + before, ["env", "horizon", "horizon_cut", "tail", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
     fig.suptitle(f"P3O horizon invariance: final score vs H ({len(opts.seeds)} seeds, mean +- std)")
     fig.tight_layout()
     fig.savefig(RESULTS / f"ocean_horizon{TAG}.png", dpi=110)
