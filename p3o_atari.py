@@ -15,7 +15,7 @@ import random
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -48,6 +48,16 @@ class Args:
     """whether to save the model (and the run's args) into the `runs/{run_name}` folder"""
     progress: bool = True
     """if toggled, a one-line progress display (steps, SPS, return, ETA) is printed during training"""
+    save_interval: int = 25
+    """write runs/{run_name}/checkpoint.pt every this many iterations and at the end (0: never)"""
+    resume: Optional[str] = None
+    """continue the run of this checkpoint: its args, its run folder, its curve (Atari: with new games)"""
+    eval_checkpoint: Optional[str] = None
+    """instead of training, play --eval-episodes episodes with this checkpoint's policy and print the return"""
+    eval_episodes: int = 10
+    """episodes played by --eval-checkpoint (one per env, in parallel; Atari: whole games)"""
+    eval_greedy: bool = False
+    """if toggled, --eval-checkpoint takes the most probable action instead of sampling"""
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
@@ -142,6 +152,9 @@ class AtariEnvs:
         self.episode_length[:] = 0
         self.resetting[:] = False
         return torch.from_numpy(obs).to(self.device)
+
+    def state_dict(self):
+        return None  # EnvPool cannot save its emulators: a resumed run starts new games
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.envs.step(action.cpu().numpy())
@@ -352,6 +365,9 @@ class Agent(nn.Module):
     def get_value(self, x):
         return self.critic(self.network(x.float() / self.obs_scale))
 
+    def get_logits(self, x):
+        return self.actor(self.network(x.float() / self.obs_scale))
+
     def get_action_and_value(self, x, action=None):
         hidden = self.network(x.float() / self.obs_scale)
         logits = self.actor(hidden)
@@ -363,6 +379,77 @@ class Agent(nn.Module):
 
 def masked_mean(x, mask):
     return (x * mask).sum() / mask.sum().clamp(min=1)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Checkpoints and guards: a run killed at any moment loses at most one --save-interval
+# ---------------------------------------------------------------------------------------------------------
+def rng_state():
+    numpy_state = np.random.get_state(legacy=False)
+    numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()  # plain types: loadable with weights_only
+    cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state(), "cuda": cuda_states}
+
+
+def set_rng_state(state):
+    random.setstate((state["python"][0], tuple(state["python"][1]), state["python"][2]))
+    state["numpy"]["state"]["key"] = np.array(state["numpy"]["state"]["key"], dtype=np.uint32)
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path, state):
+    """Write to a temporary file, flush it to disk, then rename over the old one: a kill at any moment leaves
+    either the previous checkpoint or this one, whole."""
+    temporary = f"{path}.tmp"
+    torch.save(state, temporary)
+    with open(temporary, "rb") as file:
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+
+
+CHECKPOINT_KEYS = ("script", "args", "run_name", "iteration", "global_step", "model", "optimizer", "envs", "next_obs", "next_valid", "history", "rng")
+
+
+def load_checkpoint(path, flag):
+    """This script's checkpoint at `path`, or exit with what is wrong with it (nothing touched yet)."""
+    def fail(reason):
+        print(f"{Path(__file__).name}: error: {flag} {path}: {reason}", file=sys.stderr)
+        sys.exit(2)
+
+    if not os.path.isfile(path):
+        fail("no such file")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # truncated, not a torch file, or pickled objects we refuse to run
+        fail(f"not a readable checkpoint ({type(error).__name__}: {str(error).splitlines()[0][:200]})")
+    if not isinstance(checkpoint, dict) or any(key not in checkpoint for key in CHECKPOINT_KEYS):
+        fail("not a checkpoint of these scripts (keys missing); checkpoints are runs/{run_name}/checkpoint.pt")
+    if checkpoint["script"] != Path(__file__).name:
+        fail(f"written by {checkpoint['script']}, not {Path(__file__).name}: use that script")
+    unknown = set(checkpoint["args"]) - set(Args.__dataclass_fields__)
+    if unknown:
+        fail(f"its args {sorted(unknown)} are unknown to this version of {Path(__file__).name}")
+    return checkpoint
+
+
+def resume_args(args):
+    """The args a --resume continues with: the checkpoint's own, so the run goes on as it started."""
+    checkpoint = load_checkpoint(args.resume, "--resume")
+    kept = {"resume": args.resume, "progress": args.progress}
+    defaults = Args()
+    ignored = [name for name in Args.__dataclass_fields__ if name not in kept and getattr(args, name) != getattr(defaults, name) and getattr(args, name) != checkpoint["args"][name]]
+    if ignored:
+        print(f"{Path(__file__).name}: --resume keeps the run's own args; ignored: {', '.join('--' + name.replace('_', '-') for name in ignored)}", file=sys.stderr)
+    return Args(**{**checkpoint["args"], **kept}), checkpoint
+
+
+def first_nonfinite(**tensors):
+    """The name of the first tensor holding a NaN or an infinity, or None (one device sync for them all)."""
+    finite = torch.stack([torch.isfinite(tensor).all() for tensor in tensors.values()]).tolist()
+    return next((name for name, ok in zip(tensors, finite) if not ok), None)
 
 
 def check_args(args):
@@ -387,6 +474,10 @@ def check_args(args):
         errors.append(f"--num-minibatches {args.num_minibatches} must divide the batch, --num-envs x --num-steps = {args.num_envs * args.num_steps}")
     if not args.learning_rate > 0:
         errors.append(f"--learning-rate must be > 0, got {args.learning_rate}")
+    if args.save_interval < 0:
+        errors.append(f"--save-interval must be >= 0 (0: no checkpoints), got {args.save_interval}")
+    if args.eval_episodes < 1:
+        errors.append(f"--eval-episodes must be >= 1, got {args.eval_episodes}")
     # P3O: its own flags
     if args.horizon < 1:
         errors.append(f"--horizon must be >= 1, got {args.horizon}")
@@ -401,17 +492,20 @@ def check_args(args):
         sys.exit(2)
 
 
-def train(args):
-    """Train on one env; returns the mean return of the last 20 games and the throughput."""
+def train(args, checkpoint=None):
+    """Train on one env, or continue a checkpoint's run; returns the mean return of the last 20 games and the throughput."""
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = max(1, args.total_timesteps // args.batch_size)
-    run_name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_name = checkpoint["run_name"] if checkpoint else f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if checkpoint is None and os.path.exists(f"runs/{run_name}"):
+        sys.exit(f"{Path(__file__).name}: error: runs/{run_name} already exists; never overwriting a run's logs (start again in a second)")
     if args.track:
         import wandb
 
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=vars(args), name=run_name, save_code=True)
-    writer = SummaryWriter(f"runs/{run_name}")
+    # A resumed run drops the events its previous life logged after the checkpoint, and the curve continues.
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])))
 
     # TRY NOT TO MODIFY: seeding
@@ -451,13 +545,38 @@ def train(args):
     # end P3O
 
     # TRY NOT TO MODIFY: start the game
-    global_step = 0
-    start_time = time.time()
+    global_step, start_iteration = 0, 1
     next_valid = torch.ones(args.num_envs, device=device)
     avg_returns, avg_scores = deque(maxlen=20), deque(maxlen=20)
+    if checkpoint:  # continue where the checkpoint left: same parameters and random numbers (and envs, but Atari's)
+        agent.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        if checkpoint["envs"] is not None:
+            envs.load_state_dict(checkpoint["envs"])
+            next_obs, next_valid = checkpoint["next_obs"].to(device), checkpoint["next_valid"].to(device)
+        avg_returns.extend(checkpoint["history"][0])
+        avg_scores.extend(checkpoint["history"][1])
+        global_step, start_iteration = checkpoint["global_step"], checkpoint["iteration"] + 1
+        set_rng_state(checkpoint["rng"])
+        print(f"{args.env_id}: resumed at iteration {checkpoint['iteration']}, step {global_step:,}", flush=True)
+    start_time, start_step = time.time(), global_step
     timer = PhaseTimer(device)
 
-    for iteration in range(1, args.num_iterations + 1):
+    def snapshot(iteration, global_step):
+        """A checkpoint's content: what --resume needs to continue the run after `iteration`."""
+        return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step,
+                "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "envs": envs.state_dict(),
+                "next_obs": next_obs, "next_valid": next_valid, "history": [list(avg_returns), list(avg_scores)], "rng": rng_state()}
+
+    def stop_nonfinite(what):
+        """No silent NaN training: keep the last good parameters (this iteration's update stopped before they
+        changed) in crash.pt, resumable from this iteration's rollout, and exit non-zero."""
+        path = f"runs/{run_name}/crash.pt"
+        save_checkpoint(path, snapshot(iteration - 1, global_step - args.batch_size))
+        writer.close()
+        sys.exit(f"{Path(__file__).name}: error: non-finite {what} at iteration {iteration}, step {global_step:,}; the update stopped; last good state: {path}")
+
+    for iteration in range(start_iteration, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -502,6 +621,9 @@ def train(args):
             value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
             value_window = value_window * real
         # end P3O
+        bad = first_nonfinite(rewards=rewards, advantages=advantages)
+        if bad:
+            stop_nonfinite(f"{bad} in the advantage")
         timer.lap("advantage")
 
         # flatten the batch
@@ -560,11 +682,18 @@ def train(args):
 
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
+                if bad:
+                    stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // args.minibatch_size})")
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
+        bad = first_nonfinite(**dict(agent.named_parameters()))
+        if bad:  # finite loss and gradients, yet the step overflowed: the last checkpoint is the last good state
+            writer.close()
+            sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
 
         with torch.no_grad():
@@ -580,7 +709,7 @@ def train(args):
         avg_scores.extend(score for _, _, score in finished)
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
-        sps = int(global_step / (time.time() - start_time))
+        sps = int((global_step - start_step) / (time.time() - start_time))
         if finished:
             writer.add_scalar("charts/episodic_return", np.mean([episode_return for episode_return, _, _ in finished]), global_step)
             writer.add_scalar("charts/avg_episodic_return", np.mean(avg_returns), global_step)
@@ -610,9 +739,12 @@ def train(args):
             writer.add_scalar(f"perf/{phase}_fraction", seconds / max(timer.total, 1e-9), global_step)
         if args.progress:
             recent = np.mean(avg_returns) if avg_returns else float("nan")
-            eta = (args.num_iterations - iteration) * (time.time() - start_time) / iteration
+            eta = (args.num_iterations - iteration) * (time.time() - start_time) / (iteration - start_iteration + 1)
             show_progress(f"{args.env_id}: step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | return {recent:.2f} | ETA {eta:.0f}s", iteration, args.num_iterations)
         timer.lap("log")
+        if args.save_interval and (iteration % args.save_interval == 0 or iteration == args.num_iterations):
+            save_checkpoint(f"runs/{run_name}/checkpoint.pt", snapshot(iteration, global_step))
+            timer.lap("checkpoint")
 
     if args.save_model:
         model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
@@ -621,7 +753,39 @@ def train(args):
     writer.close()
     if args.track:
         wandb.finish()
-    return {"env": args.env_id, "return": float(np.mean(avg_returns)) if avg_returns else float("nan"), "score": float(np.mean(avg_scores)) if avg_scores else float("nan"), "episodes": len(avg_returns), "steps": global_step, "SPS": int(global_step / (time.time() - start_time)), "phases": dict(timer.totals), "run": run_name}
+    return {"env": args.env_id, "return": float(np.mean(avg_returns)) if avg_returns else float("nan"), "score": float(np.mean(avg_scores)) if avg_scores else float("nan"), "episodes": len(avg_returns), "steps": global_step, "SPS": int((global_step - start_step) / (time.time() - start_time)), "phases": dict(timer.totals), "run": run_name}
+
+
+def evaluate(args):
+    """Play --eval-episodes episodes (Atari: whole games), one per env, with the policy of --eval-checkpoint;
+    print and return the mean and std of their return and score."""
+    checkpoint = load_checkpoint(args.eval_checkpoint, "--eval-checkpoint")
+    run_args = Args(**checkpoint["args"])
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    torch.manual_seed(args.seed)
+    envs = make_envs(replace(run_args, num_envs=args.eval_episodes, seed=args.seed), device)
+    next_obs = envs.reset()
+    agent = Agent(tuple(next_obs.shape[1:]), envs.num_actions, run_args).to(device)
+    agent.load_state_dict(checkpoint["model"])
+    returns = torch.full((args.eval_episodes,), float("nan"), device=device)
+    scores = returns.clone()
+    with torch.no_grad():
+        for _ in range(100_000):  # a cap, so a policy that never ends an episode cannot hang the evaluation
+            logits = agent.get_logits(next_obs)
+            action = logits.argmax(-1) if args.eval_greedy else Categorical(logits=logits).sample()
+            next_obs, _, _, _, infos = envs.step(action)
+            first = (infos["episode_length"] > 0) & returns.isnan()  # each env's first whole episode
+            returns = torch.where(first, infos["episode_return"].float(), returns)
+            scores = torch.where(first, infos["score"].float(), scores)
+            if not returns.isnan().any():
+                break
+    done = ~returns.isnan()
+    result = {"env": run_args.env_id, "episodes": int(done.sum()), "return": float(returns[done].mean()), "return_std": float(returns[done].std(correction=0)),
+              "score": float(scores[done].mean()), "score_std": float(scores[done].std(correction=0))}
+    policy = "greedy" if args.eval_greedy else "sampled"
+    print(f"{run_args.env_id}: {result['episodes']} episodes, {policy} policy of {args.eval_checkpoint} (step {checkpoint['global_step']:,}): "
+          f"return {result['return']:.3f} +- {result['return_std']:.3f}, score {result['score']:.3f} +- {result['score_std']:.3f}", flush=True)
+    return result
 
 
 class PhaseTimer:
@@ -651,5 +815,9 @@ def show_progress(line, iteration, num_iterations):
 if __name__ == "__main__":
     args = tyro.cli(Args)
     check_args(args)
-    result = train(args)
+    if args.eval_checkpoint:
+        evaluate(args)
+        sys.exit()
+    args, checkpoint = resume_args(args) if args.resume else (args, None)
+    result = train(args, checkpoint)
     print(f"{result['env']}: return {result['return']:.2f} (mean of the last {result['episodes']} games), {result['steps']:,} steps, {result['SPS']:,} SPS")

@@ -44,6 +44,16 @@ class Args:
     """the entity (team) of wandb's project"""
     progress: bool = True
     """if toggled, a one-line progress display (steps, SPS, score, ETA) is printed during training"""
+    save_interval: int = 25
+    """write runs/{run_name}/checkpoint.pt every this many iterations and at the end (0: never)"""
+    resume: Optional[str] = None
+    """continue the run of this checkpoint: its args, its run folder, its curve"""
+    eval_checkpoint: Optional[str] = None
+    """instead of training, play --eval-episodes episodes with this checkpoint's policy and print the return"""
+    eval_episodes: int = 10
+    """episodes played by --eval-checkpoint (one per env, in parallel)"""
+    eval_greedy: bool = False
+    """if toggled, --eval-checkpoint takes the most probable action instead of sampling"""
 
     # Algorithm specific arguments
     env_id: str = "all"
@@ -148,6 +158,18 @@ class OceanEnv:
     def _reset_stats(self):
         self.episode_return.zero_()
         self.episode_length.zero_()
+
+    def state_dict(self):
+        """Everything needed to continue these envs exactly: their tensors and their RNG's state."""
+        state = {name: value.clone() for name, value in vars(self).items() if isinstance(value, torch.Tensor)}
+        return {**state, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state):
+        for name, value in state.items():
+            if name == "generator":
+                self.generator.set_state(value)
+            else:
+                setattr(self, name, value.to(self.device))
 
     def _finish_step(self, reward, terminated, truncated, score):
         """Accumulate the episode stats, report them where an episode ended, then clear them there."""
@@ -669,6 +691,9 @@ class Agent(nn.Module):
     def get_value(self, x):
         return self.critic(self.network(x))
 
+    def get_logits(self, x):
+        return self.actor(self.network(x))
+
     def get_action_and_value(self, x, action=None):
         hidden = self.network(x)
         logits = self.actor(hidden)
@@ -680,6 +705,77 @@ class Agent(nn.Module):
 
 def masked_mean(x, mask):
     return (x * mask).sum() / mask.sum().clamp(min=1)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Checkpoints and guards: a run killed at any moment loses at most one --save-interval
+# ---------------------------------------------------------------------------------------------------------
+def rng_state():
+    numpy_state = np.random.get_state(legacy=False)
+    numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()  # plain types: loadable with weights_only
+    cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state(), "cuda": cuda_states}
+
+
+def set_rng_state(state):
+    random.setstate((state["python"][0], tuple(state["python"][1]), state["python"][2]))
+    state["numpy"]["state"]["key"] = np.array(state["numpy"]["state"]["key"], dtype=np.uint32)
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path, state):
+    """Write to a temporary file, flush it to disk, then rename over the old one: a kill at any moment leaves
+    either the previous checkpoint or this one, whole."""
+    temporary = f"{path}.tmp"
+    torch.save(state, temporary)
+    with open(temporary, "rb") as file:
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+
+
+CHECKPOINT_KEYS = ("script", "args", "run_name", "iteration", "global_step", "model", "optimizer", "envs", "next_obs", "next_valid", "history", "rng")
+
+
+def load_checkpoint(path, flag):
+    """This script's checkpoint at `path`, or exit with what is wrong with it (nothing touched yet)."""
+    def fail(reason):
+        print(f"{Path(__file__).name}: error: {flag} {path}: {reason}", file=sys.stderr)
+        sys.exit(2)
+
+    if not os.path.isfile(path):
+        fail("no such file")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # truncated, not a torch file, or pickled objects we refuse to run
+        fail(f"not a readable checkpoint ({type(error).__name__}: {str(error).splitlines()[0][:200]})")
+    if not isinstance(checkpoint, dict) or any(key not in checkpoint for key in CHECKPOINT_KEYS):
+        fail("not a checkpoint of these scripts (keys missing); checkpoints are runs/{run_name}/checkpoint.pt")
+    if checkpoint["script"] != Path(__file__).name:
+        fail(f"written by {checkpoint['script']}, not {Path(__file__).name}: use that script")
+    unknown = set(checkpoint["args"]) - set(Args.__dataclass_fields__)
+    if unknown:
+        fail(f"its args {sorted(unknown)} are unknown to this version of {Path(__file__).name}")
+    return checkpoint
+
+
+def resume_args(args):
+    """The args a --resume continues with: the checkpoint's own, so the run goes on as it started."""
+    checkpoint = load_checkpoint(args.resume, "--resume")
+    kept = {"resume": args.resume, "progress": args.progress}
+    defaults = Args()
+    ignored = [name for name in Args.__dataclass_fields__ if name not in kept and getattr(args, name) != getattr(defaults, name) and getattr(args, name) != checkpoint["args"][name]]
+    if ignored:
+        print(f"{Path(__file__).name}: --resume keeps the run's own args; ignored: {', '.join('--' + name.replace('_', '-') for name in ignored)}", file=sys.stderr)
+    return Args(**{**checkpoint["args"], **kept}), checkpoint
+
+
+def first_nonfinite(**tensors):
+    """The name of the first tensor holding a NaN or an infinity, or None (one device sync for them all)."""
+    finite = torch.stack([torch.isfinite(tensor).all() for tensor in tensors.values()]).tolist()
+    return next((name for name, ok in zip(tensors, finite) if not ok), None)
 
 
 def check_args(args):
@@ -702,25 +798,32 @@ def check_args(args):
         errors.append(f"--min-horizon must be >= 0, got {args.min_horizon}")
     if not args.learning_rate > 0:
         errors.append(f"--learning-rate must be > 0, got {args.learning_rate}")
+    if args.save_interval < 0:
+        errors.append(f"--save-interval must be >= 0 (0: no checkpoints), got {args.save_interval}")
+    if args.eval_episodes < 1:
+        errors.append(f"--eval-episodes must be >= 1, got {args.eval_episodes}")
     if errors:
         for error in errors:
             print(f"{Path(__file__).name}: error: {error}", file=sys.stderr)
         sys.exit(2)
 
 
-def train(args):
-    """Train P3O on one Ocean env; returns the final score and throughput."""
+def train(args, checkpoint=None):
+    """Train P3O on one Ocean env, or continue a checkpoint's run; returns the final score and throughput."""
     env_class = OCEAN_ENVS[args.env_id]
     args.total_timesteps = args.total_timesteps or env_class.default_timesteps
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = max(1, args.total_timesteps // args.batch_size)
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_name = checkpoint["run_name"] if checkpoint else f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    if checkpoint is None and os.path.exists(f"runs/{run_name}"):
+        sys.exit(f"{Path(__file__).name}: error: runs/{run_name} already exists; never overwriting a run's logs (start again in a second)")
     if args.track:
         import wandb
 
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=vars(args), name=run_name, save_code=True)
-    writer = SummaryWriter(f"runs/{run_name}")
+    # A resumed run drops the events its previous life logged after the checkpoint, and the curve continues.
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])))
 
     # TRY NOT TO MODIFY: seeding
@@ -750,14 +853,37 @@ def train(args):
     offsets = torch.arange(args.horizon, device=device)
 
     # TRY NOT TO MODIFY: start the game
-    global_step = 0
-    start_time = time.time()
+    global_step, start_iteration = 0, 1
     next_obs = envs.reset()
     next_valid = torch.ones(args.num_envs, device=device)
     final_scores = []  # (score sum, episode count) of the last iterations, for the final score
+    if checkpoint:  # continue exactly where the checkpoint left: same parameters, envs and random numbers
+        agent.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        envs.load_state_dict(checkpoint["envs"])
+        next_obs, next_valid = checkpoint["next_obs"].to(device), checkpoint["next_valid"].to(device)
+        final_scores = [tuple(entry) for entry in checkpoint["history"]]
+        global_step, start_iteration = checkpoint["global_step"], checkpoint["iteration"] + 1
+        set_rng_state(checkpoint["rng"])
+        print(f"{args.env_id}: resumed at iteration {checkpoint['iteration']}, step {global_step:,}", flush=True)
+    start_time, start_step = time.time(), global_step
     timer = PhaseTimer(device)
 
-    for iteration in range(1, args.num_iterations + 1):
+    def snapshot(iteration, global_step):
+        """A checkpoint's content: what --resume needs to continue the run after `iteration`."""
+        return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step,
+                "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "envs": envs.state_dict(),
+                "next_obs": next_obs, "next_valid": next_valid, "history": final_scores, "rng": rng_state()}
+
+    def stop_nonfinite(what):
+        """No silent NaN training: keep the last good parameters (this iteration's update stopped before they
+        changed) in crash.pt, resumable from this iteration's rollout, and exit non-zero."""
+        path = f"runs/{run_name}/crash.pt"
+        save_checkpoint(path, snapshot(iteration - 1, global_step - args.batch_size))
+        writer.close()
+        sys.exit(f"{Path(__file__).name}: error: non-finite {what} at iteration {iteration}, step {global_step:,}; the update stopped; last good state: {path}")
+
+    for iteration in range(start_iteration, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:
             frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -795,6 +921,9 @@ def train(args):
             tail_mu = agent.get_value(next_obs) if args.tail == "bootstrap" else None
             advantages, window = advantage_fn(rewards, terminals, mus, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu)
             advantages *= valid  # autoreset steps are not decisions
+            bad = first_nonfinite(rewards=rewards, mu=mus, sigma=sigma, advantages=advantages)
+            if bad:
+                stop_nonfinite(f"{bad} in the advantage")
             # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail).
             value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
             value_window = value_window * real
@@ -853,11 +982,18 @@ def train(args):
 
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
+                if bad:
+                    stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // args.minibatch_size})")
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
+        bad = first_nonfinite(**dict(agent.named_parameters()))
+        if bad:  # finite loss and gradients, yet the step overflowed: the last checkpoint is the last good state
+            writer.close()
+            sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
 
         # Explained variance of the per-offset predictions, on the last minibatch's kept entries
@@ -870,7 +1006,7 @@ def train(args):
         final_scores.append((scores, episodes))
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
-        sps = int(global_step / (time.time() - start_time))
+        sps = int((global_step - start_step) / (time.time() - start_time))
         if episodes > 0:
             writer.add_scalar("charts/episodic_return", returns / episodes, global_step)
             writer.add_scalar("charts/avg_episodic_return", returns / episodes, global_step)
@@ -898,9 +1034,12 @@ def train(args):
             writer.add_scalar(f"perf/{phase}_fraction", seconds / max(timer.total, 1e-9), global_step)
         if args.progress:
             recent = scores / episodes if episodes > 0 else float("nan")
-            eta = (args.num_iterations - iteration) * (time.time() - start_time) / iteration
+            eta = (args.num_iterations - iteration) * (time.time() - start_time) / (iteration - start_iteration + 1)
             show_progress(f"{args.env_id}: step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | score {recent:.3f} | ETA {eta:.0f}s", iteration, args.num_iterations)
         timer.lap("log")
+        if args.save_interval and (iteration % args.save_interval == 0 or iteration == args.num_iterations):
+            save_checkpoint(f"runs/{run_name}/checkpoint.pt", snapshot(iteration, global_step))
+            timer.lap("checkpoint")
 
     # The final score: episodes that ended in the last 10% of the iterations (at least the last one).
     last = final_scores[-max(1, len(final_scores) // 10):]
@@ -909,7 +1048,40 @@ def train(args):
     writer.close()
     if args.track:
         wandb.finish()
-    return {"env": args.env_id, "score": score, "solved": score >= env_class.solved_score, "steps": global_step, "SPS": int(global_step / (time.time() - start_time)), "phases": dict(timer.totals), "run": run_name}
+    return {"env": args.env_id, "score": score, "solved": score >= env_class.solved_score, "steps": global_step, "SPS": int((global_step - start_step) / (time.time() - start_time)), "phases": dict(timer.totals), "run": run_name}
+
+
+def evaluate(args):
+    """Play --eval-episodes episodes, one per env, with the policy of --eval-checkpoint; print and return the
+    mean and std of their return and score."""
+    checkpoint = load_checkpoint(args.eval_checkpoint, "--eval-checkpoint")
+    run_args = Args(**checkpoint["args"])
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    torch.manual_seed(args.seed)
+    env_class = OCEAN_ENVS[run_args.env_id]
+    envs = env_class(args.eval_episodes, device=device, seed=args.seed, delay=run_args.delay, forage_distance=run_args.forage_distance, password_length=run_args.password_length)
+    agent = Agent(envs.obs_dim, envs.num_actions, run_args.hidden_size, run_args.horizon).to(device)
+    agent.load_state_dict(checkpoint["model"])
+    returns = torch.full((args.eval_episodes,), float("nan"), device=device)
+    scores = returns.clone()
+    next_obs = envs.reset()
+    with torch.no_grad():
+        for _ in range(100_000):  # a cap, so a policy that never ends an episode cannot hang the evaluation
+            logits = agent.get_logits(next_obs)
+            action = logits.argmax(-1) if args.eval_greedy else Categorical(logits=logits).sample()
+            next_obs, _, _, _, infos = envs.step(action)
+            first = (infos["episode_length"] > 0) & returns.isnan()  # each env's first whole episode
+            returns = torch.where(first, infos["episode_return"].float(), returns)
+            scores = torch.where(first, infos["score"].float(), scores)
+            if not returns.isnan().any():
+                break
+    done = ~returns.isnan()
+    result = {"env": run_args.env_id, "episodes": int(done.sum()), "return": float(returns[done].mean()), "return_std": float(returns[done].std(correction=0)),
+              "score": float(scores[done].mean()), "score_std": float(scores[done].std(correction=0))}
+    policy = "greedy" if args.eval_greedy else "sampled"
+    print(f"{run_args.env_id}: {result['episodes']} episodes, {policy} policy of {args.eval_checkpoint} (step {checkpoint['global_step']:,}): "
+          f"return {result['return']:.3f} +- {result['return_std']:.3f}, score {result['score']:.3f} +- {result['score_std']:.3f}", flush=True)
+    return result
 
 
 class PhaseTimer:
@@ -939,8 +1111,12 @@ def show_progress(line, iteration, num_iterations):
 if __name__ == "__main__":
     args = tyro.cli(Args)
     check_args(args)
+    if args.eval_checkpoint:
+        evaluate(args)
+        sys.exit()
+    args, checkpoint = resume_args(args) if args.resume else (args, None)
     env_ids = list(OCEAN_ENVS) if args.env_id == "all" else [args.env_id]
-    results = [train(replace(args, env_id=env_id)) for env_id in env_ids]
+    results = [train(replace(args, env_id=env_id), checkpoint) for env_id in env_ids]
     print(f"\n{'env':<12}{'score':>8}{'solved':>8}{'steps':>12}{'SPS':>10}")
     for result in results:
         print(f"{result['env']:<12}{result['score']:>8.3f}{'yes' if result['solved'] else 'no':>8}{result['steps']:>12,}{result['SPS']:>10,}")

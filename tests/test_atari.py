@@ -69,11 +69,13 @@ def test_scripts_differ_only_in_the_marked_blocks():
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "CHECKPOINT_KEYS"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":
         assert (p3o_atari.MIN_SIGMA, p3o_atari.MAX_SIGMA) == (p3o_ocean.MIN_SIGMA, p3o_ocean.MAX_SIGMA)
+    elif name == "CHECKPOINT_KEYS":
+        assert p3o_atari.CHECKPOINT_KEYS == p3o_ocean.CHECKPOINT_KEYS == ppo_baseline.CHECKPOINT_KEYS
     else:
         assert inspect.getsource(getattr(p3o_atari, name)) == inspect.getsource(getattr(p3o_ocean, name))
 
@@ -238,6 +240,12 @@ def test_smoke_run_on_breakout(script, tmp_path):
     assert checkpoint["global_step"] == 512
     scores, returns = events.Scalars("charts/score"), events.Scalars("charts/episodic_return")
     assert [e.value for e in scores] == [e.value for e in returns]  # an Atari game's score is its raw return
+
+    # The run's checkpoint (written at the end) plays whole games through EnvPool: --eval-checkpoint.
+    checkpoint = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    assert checkpoint["iteration"] == 4 and checkpoint["envs"] is None  # EnvPool's emulators are not saved
+    result = module.evaluate(module.Args(eval_checkpoint=str(run_dir / "checkpoint.pt"), eval_episodes=2, eval_greedy=False))
+    assert result["episodes"] == 2 and result["env"] == "Breakout-v5" and result["return"] >= 0.0
     heads = 32 if script == "p3o_atari.py" else 1
     assert agent.critic.out_features == heads
 

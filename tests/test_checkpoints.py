@@ -1,0 +1,297 @@
+"""Runs a researcher can trust, in all three scripts: atomic checkpoints, an exact --resume, --eval-checkpoint,
+guards against non-finite numbers, and hostile input refused with a message that says what to change."""
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import p3o_atari
+import p3o_ocean
+import ppo_baseline
+
+ROOT = Path(__file__).resolve().parents[1]
+# Each script on a tiny Ocean bandit: 8 envs x 16 steps, 2 minibatches (the Atari scripts reach it as ocean/NAME)
+SCRIPTS = {"p3o_ocean.py": (p3o_ocean, "bandit"), "ppo_baseline.py": (ppo_baseline, "ocean/bandit"), "p3o_atari.py": (p3o_atari, "ocean/bandit")}
+TINY = dict(num_envs=8, num_steps=16, num_minibatches=2, update_epochs=2, progress=False)
+
+
+def tiny_args(script, **overrides):
+    module, env_id = SCRIPTS[script]
+    return module.Args(env_id=env_id, **{**TINY, **overrides})
+
+
+def the_run(tmp_path):
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    return run_dir
+
+
+def assert_same_state(a, b):
+    for name in a["model"]:
+        assert torch.equal(a["model"][name], b["model"][name]), name
+    for group_a, group_b in zip(a["optimizer"]["state"].values(), b["optimizer"]["state"].values()):
+        for key in group_a:
+            assert torch.equal(torch.as_tensor(group_a[key]), torch.as_tensor(group_b[key])), key
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Checkpoints and --resume
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_resume_reaches_the_same_parameters(script, tmp_path, monkeypatch):
+    """A run resumed from its iteration-3 checkpoint ends bit-identical to the uninterrupted run (CPU,
+    --torch-deterministic): parameters, Adam's moments, the LR schedule's position and every random number."""
+    module, _ = SCRIPTS[script]
+    monkeypatch.chdir(tmp_path)
+    save = module.save_checkpoint
+
+    def keep_copies(path, state):  # every checkpoint the run writes, kept under its iteration
+        save(path, state)
+        shutil.copy(path, tmp_path / f"iteration{state['iteration']}.pt")
+
+    monkeypatch.setattr(module, "save_checkpoint", keep_copies)
+    module.train(tiny_args(script, total_timesteps=128 * 7, save_interval=3, learning_rate=1e-2))
+    assert sorted(p.name for p in tmp_path.glob("iteration*.pt")) == ["iteration3.pt", "iteration6.pt", "iteration7.pt"]
+    uninterrupted = torch.load(tmp_path / "iteration7.pt", weights_only=True)
+
+    args, checkpoint = module.resume_args(module.Args(resume=str(tmp_path / "iteration3.pt"), progress=False))
+    assert checkpoint["iteration"] == 3 and checkpoint["global_step"] == 3 * 128
+    result = module.train(args, checkpoint)
+    assert result["steps"] == 7 * 128 and result["run"] == uninterrupted["run_name"]
+    resumed = torch.load(the_run(tmp_path) / "checkpoint.pt", weights_only=True)
+    assert resumed["iteration"] == 7
+    assert_same_state(uninterrupted, resumed)
+    assert resumed["history"] == uninterrupted["history"]
+
+    # Control: the test can fail. A different seed's run does not end in the same state.
+    shutil.rmtree(tmp_path / "runs")
+    module.train(tiny_args(script, total_timesteps=128 * 7, save_interval=3, learning_rate=1e-2, seed=2))
+    with pytest.raises(AssertionError):
+        assert_same_state(uninterrupted, torch.load(the_run(tmp_path) / "checkpoint.pt", weights_only=True))
+
+
+def test_a_resumed_run_continues_its_tensorboard_curve(tmp_path, monkeypatch):
+    """Same run folder; the events the first life logged after the checkpoint it is resumed from are purged, so
+    each step has one value and the curve runs on to the end."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.chdir(tmp_path)
+    save = p3o_ocean.save_checkpoint
+
+    def keep_iteration_2(path, state):
+        save(path, state)
+        if state["iteration"] == 2:
+            shutil.copy(path, tmp_path / "two.pt")
+
+    monkeypatch.setattr(p3o_ocean, "save_checkpoint", keep_iteration_2)
+    p3o_ocean.train(tiny_args("p3o_ocean.py", total_timesteps=128 * 4, save_interval=2))  # logs steps 128 .. 512
+    time.sleep(1.1)  # the second life's event file gets its own name
+    args, checkpoint = p3o_ocean.resume_args(p3o_ocean.Args(resume=str(tmp_path / "two.pt"), progress=False))
+    p3o_ocean.train(args, checkpoint)  # logs 384 and 512 again
+    run_dir = the_run(tmp_path)
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 2
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    assert [e.step for e in events.Scalars("charts/SPS")] == [128, 256, 384, 512]
+
+
+def test_a_kill_during_a_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    p3o_ocean.train(tiny_args("p3o_ocean.py", total_timesteps=128 * 2, save_interval=1))
+    path = the_run(tmp_path) / "checkpoint.pt"
+    before = path.read_bytes()
+
+    def dies_half_way(state, file):  # a torch.save that writes half a file, then the process is "killed"
+        Path(file).write_bytes(before[: len(before) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", dies_half_way)
+    with pytest.raises(KeyboardInterrupt):
+        p3o_ocean.save_checkpoint(str(path), {"anything": 1})
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert p3o_ocean.load_checkpoint(str(path), "--resume")["iteration"] == 2
+
+
+def test_sigkill_while_checkpointing_then_resume(tmp_path):
+    """The real thing: p3o_ocean.py writing a checkpoint every iteration, killed with SIGKILL at a moment the
+    test does not choose, then resumed from the command line. The checkpoint it left loads, holds the last
+    iteration it saw or a later one, and the resumed run finishes in the state of a run never killed."""
+    flags = ["--env-id", "bandit", "--num-envs", "8", "--num-steps", "16", "--num-minibatches", "2", "--total-timesteps", str(128 * 60), "--save-interval", "1", "--no-progress"]
+    run = subprocess.Popen([sys.executable, str(ROOT / "p3o_ocean.py"), *flags], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seen, deadline = 0, time.time() + 240
+    while seen < 10 and time.time() < deadline and run.poll() is None:
+        paths = list(tmp_path.glob("runs/*/checkpoint.pt"))
+        if paths:
+            seen = max(seen, torch.load(paths[0], weights_only=True)["iteration"])
+        time.sleep(0.05)
+    assert run.poll() is None, run.stderr.read().decode()[-2000:]
+    time.sleep(0.137)
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    (path,) = tmp_path.glob("runs/*/checkpoint.pt")
+    killed_at = torch.load(path, weights_only=True)["iteration"]  # loads: the kill did not corrupt it
+    assert seen <= killed_at < 60
+    resumed = subprocess.run([sys.executable, str(ROOT / "p3o_ocean.py"), "--resume", str(path), "--no-progress"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"resumed at iteration {killed_at}" in resumed.stdout
+    final = torch.load(path, weights_only=True)
+    assert final["iteration"] == 60 and final["global_step"] == 128 * 60
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    never_killed = subprocess.run([sys.executable, str(ROOT / "p3o_ocean.py"), *flags[:-3], "--save-interval", "60", "--no-progress"], cwd=fresh, capture_output=True, text=True, timeout=600)
+    assert never_killed.returncode == 0, never_killed.stderr[-2000:]
+    (reference,) = fresh.glob("runs/*/checkpoint.pt")
+    assert_same_state(torch.load(reference, weights_only=True), final)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# --eval-checkpoint
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_eval_checkpoint(script, tmp_path, monkeypatch, capsys):
+    module, env_id = SCRIPTS[script]
+    monkeypatch.chdir(tmp_path)
+    module.train(tiny_args(script, total_timesteps=128 * 2))
+    path = str(the_run(tmp_path) / "checkpoint.pt")
+    for greedy in (False, True):
+        result = module.evaluate(module.Args(eval_checkpoint=path, eval_episodes=6, eval_greedy=greedy))
+        assert result["episodes"] == 6 and result["env"] == env_id
+        assert 0.0 <= result["score"] <= 1.0 and math.isfinite(result["return_std"])
+    assert "6 episodes, greedy policy" in capsys.readouterr().out
+
+
+def test_eval_checkpoint_from_the_command_line(tmp_path):
+    train = subprocess.run([sys.executable, str(ROOT / "p3o_ocean.py"), "--env-id", "delay", "--delay", "2", "--num-envs", "8", "--num-steps", "16", "--num-minibatches", "2", "--total-timesteps", "256", "--no-progress"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert train.returncode == 0, train.stderr[-2000:]
+    (path,) = tmp_path.glob("runs/*/checkpoint.pt")
+    run = subprocess.run([sys.executable, str(ROOT / "p3o_ocean.py"), "--eval-checkpoint", str(path), "--eval-episodes", "3"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "delay: 3 episodes, sampled policy" in run.stdout and "return" in run.stdout
+    assert len(list((tmp_path / "runs").iterdir())) == 1  # evaluation starts no run
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Numerical guards
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("where", ["advantage", "update"])
+def test_non_finite_numbers_stop_the_run_with_a_crash_checkpoint(script, where, tmp_path, monkeypatch):
+    """A NaN reward (advantage) or a NaN loss (update): the run stops before the parameters change, names the
+    tensor, keeps the last good state in crash.pt (resumable), and exits non-zero."""
+    module, _ = SCRIPTS[script]
+    monkeypatch.chdir(tmp_path)
+    if where == "advantage":
+        make_envs = p3o_ocean.Bandit.step
+
+        def nan_at_step_40(self, actions):
+            self.calls = getattr(self, "calls", 0) + 1
+            obs, reward, *rest = make_envs(self, actions)
+            return (obs, reward * math.nan, *rest) if self.calls == 40 else (obs, reward, *rest)
+
+        monkeypatch.setattr(p3o_ocean.Bandit, "step", nan_at_step_40)
+        args = tiny_args(script, total_timesteps=128 * 4)
+    else:
+        args = tiny_args(script, total_timesteps=128 * 4, ent_coef=math.nan)
+    with pytest.raises(SystemExit) as exit_info:
+        module.train(args)
+    message = str(exit_info.value.code)
+    expected = "non-finite rewards in the advantage at iteration 3" if where == "advantage" else "non-finite loss in the update (epoch 0, minibatch 0) at iteration 1"
+    assert expected in message, message
+    crash = module.load_checkpoint(str(the_run(tmp_path) / "crash.pt"), "--resume")
+    assert all(torch.isfinite(value).all() for value in crash["model"].values())
+    assert crash["iteration"] == (2 if where == "advantage" else 0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Hostile input: refused before anything starts, with what to change
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_bad_resume_files_are_refused(script, tmp_path, monkeypatch, capsys):
+    module, _ = SCRIPTS[script]
+    monkeypatch.chdir(tmp_path)
+    module.train(tiny_args(script, total_timesteps=128))
+    good = the_run(tmp_path) / "checkpoint.pt"
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(good.read_bytes()[:1000])
+    text = tmp_path / "notes.txt"
+    text.write_text("not a checkpoint")
+    not_ours = tmp_path / "weights.pt"
+    torch.save({"model": {}}, not_ours)
+    other_script = "p3o_ocean.py" if script != "p3o_ocean.py" else "ppo_baseline.py"
+    other = tmp_path / "other.pt"
+    torch.save({**torch.load(good, weights_only=True), "script": other_script}, other)
+    for path, message in [
+        (tmp_path / "missing.pt", "no such file"),
+        (truncated, "not a readable checkpoint"),
+        (text, "not a readable checkpoint"),
+        (not_ours, "not a checkpoint of these scripts"),
+        (other, f"written by {other_script}, not {script}: use that script"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            module.resume_args(module.Args(resume=str(path)))
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err, path
+
+
+def test_resume_keeps_the_runs_args_and_says_which_flags_it_ignored(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    p3o_ocean.train(tiny_args("p3o_ocean.py", total_timesteps=128, horizon=8))
+    path = str(the_run(tmp_path) / "checkpoint.pt")
+    args, _ = p3o_ocean.resume_args(p3o_ocean.Args(resume=path, horizon=64, learning_rate=0.5, progress=False))
+    assert args.horizon == 8 and args.learning_rate == 3e-3 and args.env_id == "bandit" and not args.progress
+    assert "ignored: --learning-rate, --horizon" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_an_existing_run_folder_is_never_overwritten(script, tmp_path, monkeypatch):
+    module, _ = SCRIPTS[script]
+    monkeypatch.chdir(tmp_path)
+    clock = iter(range(10**9))  # two runs in the same second get the same name: a clock that creeps
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.0 + next(clock) * 1e-4)
+    module.train(tiny_args(script, total_timesteps=128))
+    run_dir = the_run(tmp_path)
+    files = {path: path.read_bytes() for path in run_dir.iterdir()}
+    with pytest.raises(SystemExit) as exit_info:
+        module.train(tiny_args(script, total_timesteps=128))
+    assert "already exists; never overwriting" in str(exit_info.value.code)
+    assert {path: path.read_bytes() for path in run_dir.iterdir()} == files
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("flags, message", [(dict(save_interval=-1), "--save-interval must be >= 0"), (dict(eval_episodes=0), "--eval-episodes must be >= 1")])
+def test_bad_checkpoint_flags(script, flags, message, capsys):
+    module, _ = SCRIPTS[script]
+    with pytest.raises(SystemExit) as exit_info:
+        module.check_args(tiny_args(script, **flags))
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_resume_of_a_missing_file_exits_2_before_anything_starts(script, tmp_path):
+    run = subprocess.run([sys.executable, str(ROOT / script), "--resume", "nowhere.pt"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and "--resume nowhere.pt: no such file" in run.stderr, run.stderr[-2000:]
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("module", [p3o_ocean, p3o_atari])
+def test_a_kernel_that_cannot_compile_falls_back_or_stops(module, monkeypatch):
+    """CuPy present, the kernel fails to compile: --kernel auto says so and runs the twin; --kernel cuda stops."""
+    def broken():
+        raise RuntimeError("nvrtc: error: identifier 'omega' is undefined")
+
+    monkeypatch.setattr(module, "load_cuda_advantage", broken)
+    advantage, note = module.select_advantage("auto", torch.device("cuda"))
+    assert advantage is module.p3o_advantage
+    assert "CUDA kernel unavailable: RuntimeError: nvrtc: error: identifier 'omega' is undefined" in note
+    with pytest.raises(SystemExit) as exit_info:
+        module.select_advantage("cuda", torch.device("cuda"))
+    assert "--kernel cuda, but the CUDA kernel is unavailable: nvrtc: error" in str(exit_info.value.code)
