@@ -189,11 +189,11 @@ def test_non_finite_numbers_stop_the_run_with_a_crash_checkpoint(script, where, 
     module, _ = SCRIPTS[script]
     monkeypatch.chdir(tmp_path)
     if where == "advantage":
-        make_envs = p3o_ocean.Bandit.step
+        step = p3o_ocean.Bandit.step
 
         def nan_at_step_40(self, actions):
             self.calls = getattr(self, "calls", 0) + 1
-            obs, reward, *rest = make_envs(self, actions)
+            obs, reward, *rest = step(self, actions)
             return (obs, reward * math.nan, *rest) if self.calls == 40 else (obs, reward, *rest)
 
         monkeypatch.setattr(p3o_ocean.Bandit, "step", nan_at_step_40)
