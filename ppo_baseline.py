@@ -277,6 +277,19 @@ def save_checkpoint(path, state):
     os.replace(temporary, path)
 
 
+def claim_run_folder(run_name):
+    """Create runs/{run_name} and return its name; if a run already has that folder (two runs started in the
+    same second), take {run_name}-2, -3, ... instead. Creating is the claim, so parallel starts never share one."""
+    name, copy = run_name, 1
+    while True:
+        try:
+            os.makedirs(f"runs/{name}")
+            return name
+        except FileExistsError:
+            copy += 1
+            name = f"{run_name}-{copy}"
+
+
 CHECKPOINT_KEYS = ("script", "args", "run_name", "iteration", "global_step", "model", "optimizer", "envs", "next_obs", "next_valid", "history", "rng")
 
 
@@ -361,9 +374,8 @@ def train(args, checkpoint=None):
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = max(1, args.total_timesteps // args.batch_size)
-    run_name = checkpoint["run_name"] if checkpoint else f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    if checkpoint is None and os.path.exists(f"runs/{run_name}"):
-        sys.exit(f"{Path(__file__).name}: error: runs/{run_name} already exists; never overwriting a run's logs (start again in a second)")
+    # a new run never writes into another run's folder; a resumed one continues its own
+    run_name = checkpoint["run_name"] if checkpoint else claim_run_folder(f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}")
     if args.track:
         import wandb
 

@@ -251,18 +251,30 @@ def test_resume_keeps_the_runs_args_and_says_which_flags_it_ignored(tmp_path, mo
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_an_existing_run_folder_is_never_overwritten(script, tmp_path, monkeypatch):
+def test_two_runs_started_in_the_same_second_get_their_own_folders(script, tmp_path, monkeypatch):
+    """The second run takes {name}-2 and leaves the first run's files byte for byte as they were."""
     module, _ = SCRIPTS[script]
     monkeypatch.chdir(tmp_path)
-    clock = iter(range(10**9))  # two runs in the same second get the same name: a clock that creeps
+    clock = iter(range(10**9))  # both runs start within the same second: a clock that creeps
     monkeypatch.setattr(time, "time", lambda: 1_700_000_000.0 + next(clock) * 1e-4)
-    module.train(tiny_args(script, total_timesteps=128))
-    run_dir = the_run(tmp_path)
-    files = {path: path.read_bytes() for path in run_dir.iterdir()}
-    with pytest.raises(SystemExit) as exit_info:
-        module.train(tiny_args(script, total_timesteps=128))
-    assert "already exists; never overwriting" in str(exit_info.value.code)
-    assert {path: path.read_bytes() for path in run_dir.iterdir()} == files
+    first = module.train(tiny_args(script, total_timesteps=128))["run"]
+    files = {path: path.read_bytes() for path in (tmp_path / "runs" / first).iterdir()}
+    assert files
+    second = module.train(tiny_args(script, total_timesteps=128))["run"]
+    assert second == f"{first}-2"
+    assert {path: path.read_bytes() for path in (tmp_path / "runs" / first).iterdir()} == files
+    assert (tmp_path / "runs" / second / "checkpoint.pt").exists()
+
+
+def test_claiming_a_run_folder_is_race_free(tmp_path, monkeypatch):
+    """Folders that exist are skipped in order, and each claim creates the folder it returns."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("a", "a-2", "a-3"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+    assert p3o_ocean.claim_run_folder("a") == "a-4"
+    assert p3o_ocean.claim_run_folder("a") == "a-5"
+    assert p3o_ocean.claim_run_folder("b") == "b"
+    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["a", "a-2", "a-3", "a-4", "a-5", "b"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
