@@ -685,7 +685,8 @@ class Agent(nn.Module):
         )
         self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
         # P3O: mu[j] predicts the reward j steps ahead; one learned spread per offset, shared by all states.
-        self.critic = layer_init(nn.Linear(hidden_size, horizon), std=1)
+        # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
+        self.critic = layer_init(nn.Linear(hidden_size, horizon), std=0)
         self.log_sigma = nn.Parameter(torch.zeros(horizon))
 
     def get_value(self, x):
