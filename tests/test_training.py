@@ -1,6 +1,7 @@
 """P3O learns: it solves the sanity checks, a short-delay horizon probe and the long-horizon probe forage (which
 P3O.md's variable-horizon cut made it fail) on the CPU, about a minute each."""
 import pytest
+import torch
 
 import p3o_ocean
 from fake_envs import NextStepResetBandit
@@ -36,7 +37,7 @@ def test_autoreset_steps_are_masked(tmp_path, monkeypatch):
     original = p3o_ocean.p3o_advantage
 
     def spy(rewards, terminals, *args, **kwargs):
-        seen["terminals"] = terminals.clone()
+        seen["rewards"], seen["terminals"] = rewards.clone(), terminals.clone()
         seen["advantages"], window = original(rewards, terminals, *args, **kwargs)
         return seen["advantages"], window
 
@@ -44,9 +45,12 @@ def test_autoreset_steps_are_masked(tmp_path, monkeypatch):
     monkeypatch.setattr(p3o_ocean, "p3o_advantage", spy)
     result = train(Args(env_id="bandit", num_envs=8, num_steps=16, num_minibatches=2, total_timesteps=128, progress=False))
     # Decisions and autoreset steps alternate: even steps end an episode, odd steps are the resets. The
-    # advantage of every reset step was zeroed (in place, after the call), and no window reached into one.
-    terminals = seen["terminals"]
+    # advantage of every reset step was zeroed (in place, after the call). A decision's window stops at its own
+    # terminal, and in this one-iteration run the value head is still at its zero start (mu = 0), so each
+    # decision's advantage is exactly its own reward.
+    terminals, rewards = seen["terminals"], seen["rewards"]
     assert terminals[0::2].all() and not terminals[1::2].any()
     advantages = seen["advantages"]
-    assert (advantages[1::2] == 0).all() and (advantages[0::2] != 0).all()
+    assert (advantages[1::2] == 0).all()
+    assert torch.equal(advantages[0::2], rewards[0::2]) and rewards[0::2].any() and not rewards[0::2].all()
     assert result["steps"] == 128
