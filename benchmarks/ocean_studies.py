@@ -43,8 +43,9 @@ ENVS = list(p3o_ocean.OCEAN_ENVS)
 # five studies fit one working session with two workers.
 BUDGETS = {"bandit": 393_216, "password": 262_144, "stochastic": 262_144, "squared": 524_288, "delay": 786_432, "forage": 655_360, "mixed": 655_360}
 HORIZONS = [16, 32, 64, 128, 256]
-# Before the last change of default: the rollout-tail bootstrap at H = 32 and 128, on the envs where it made H
-# matter (the issue-4 horizon study; P3O.md's variable-horizon cut, the change before, is in the ablations).
+# The rollout-tail bootstrap (the default before `--tail none`) at H = 32 and 128, on the envs where it made H matter,
+# with everything else at today's defaults. The full before/after across the three changes of default (cut,
+# tail, value-head init) is in the README, from this study's CSV at the commits named there.
 BEFORE = {"tail": "bootstrap"}
 BEFORE_ENVS = ["squared", "delay"]
 GAMMAS = [0.9, 0.99, 0.999]  # the PPO sweep; 0.99 is the untuned baseline
@@ -252,13 +253,13 @@ def horizon_study(opts):
         ax.set_xlabel("horizon cap H")
         ax.set_ylabel("final score")
     before = run_all([spec("p3o", env, seed, opts.budget_scale, horizon=H, **BEFORE) for env in BEFORE_ENVS for seed in opts.seeds for H in (32, 128)], opts.workers, opts.fresh)
-    print(f"\nbefore the change of default, with {BEFORE} (after: the table above)")
+    print(f"\nwith {BEFORE}, the default before tail none (today's default: the table above)")
     for ax, env in zip(axes, opts.envs):
         if env in BEFORE_ENVS:
             stats = [mean_std([r["score"] for r in seeds_of(before, env=env, horizon=H)]) for H in (32, 128)]
             holds = abs(stats[0][0] - stats[1][0]) <= max(stats[0][1], stats[1][1])
             print(f"{env:<12}" + "".join(f"{'H=' + str(H)}: {m:.3f} +-{s:.3f}   " for H, (m, s) in zip((32, 128), stats)) + ("invariant" if holds else "NOT invariant"))
-            ax.errorbar([32, 128], [m for m, _ in stats], yerr=[s for _, s in stats], marker="s", capsize=3, linestyle="--", label="before: tail bootstrap")
+            ax.errorbar([32, 128], [m for m, _ in stats], yerr=[s for _, s in stats], marker="s", capsize=3, linestyle="--", label="tail bootstrap (old default)")
             ax.legend(fontsize=7)
     path = write_csv("horizon", rows + before, ["env", "horizon", "horizon_cut", "tail", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
     fig.suptitle(f"P3O horizon invariance: final score vs H ({len(opts.seeds)} seeds, mean +- std)")
