@@ -50,5 +50,6 @@ if __name__ == "__main__":
     os.chdir(tempfile.mkdtemp())
     result = p3o_ocean.train(p3o_ocean.Args(env_id=env, horizon=horizon, seed=seed, total_timesteps=BUDGETS[env], progress=False))
     sigma = fitted[-1]
-    weights = p3o_ocean.precision(sigma, 1.0) / p3o_ocean.precision(sigma, 1.0).max()
+    omega = p3o_ocean.precision(sigma, 1.0)  # puf 0: sigma_r does not enter
+    weights = omega / omega.max()
     print(json.dumps({"env": env, "H": horizon, "seed": seed, "floor": floor, "score": result["score"], "sigma": [round(x, 4) for x in sigma[:40].tolist()], "w": [round(x, 3) for x in weights[:40].tolist()]}), flush=True)
