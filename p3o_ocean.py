@@ -105,6 +105,12 @@ class Args:
     """windows that reach the rollout's end: stop there (the default), or continue them with the value head's
     predictions at the last state. The bootstrap made H matter: it adds the untrained columns past the episodes'
     lengths to the advantage (README, Results)"""
+    sigma: Literal["fitted", "learned"] = "learned"
+    """each offset's sigma in the advantage: the learned log_sigma (P3O.md), or fitted in closed form every
+    iteration, the RMS residual of the offset over the batch (the value NLL's optimum). Adam moves log_sigma by
+    about the learning rate per update, too slowly to learn a weight curve within a run (README, Results)"""
+    sigma_floor: float = 0.0
+    """--sigma fitted: no offset's sigma below this fraction of the batch's reward std"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
 
@@ -554,6 +560,17 @@ def episode_windows(rewards, terminals, horizon, tail_mu=None):
     return targets, k.clamp(max=horizon)
 
 
+def fitted_sigma(targets, mu, window, sigma, floor=0.0):
+    """sigma[j] in closed form: the RMS residual targets - mu of offset j over the batch's kept (decision, offset)
+    pairs, those with j < window, which is the value NLL's optimum for a sigma shared by all states; at least floor.
+    Offsets no kept pair reaches keep the given sigma. Shapes: targets, mu [T, N, H]; window [T, N]; sigma [H]."""
+    kept = torch.arange(mu.shape[-1], device=mu.device) < window[..., None]
+    residual = torch.where(kept, targets - mu, 0.0)
+    counts = kept.sum((0, 1))
+    rms = (residual.square().sum((0, 1)) / counts.clamp(min=1)).sqrt()
+    return torch.where(counts > 0, rms.clamp(min=floor), sigma)
+
+
 def variable_horizon(sigma, sigma_r, min_horizon=16, cut=0.95):
     """h: the first offset j >= min_horizon whose sigma exceeds cut * sigma_r (no better than the rewards'
     own spread), or H if there is none or cut <= 0. A tensor, so no device sync."""
@@ -810,6 +827,8 @@ def check_args(args):
         errors.append(f"--puf must be in [0, 1], got {args.puf}")
     if args.min_horizon < 0:
         errors.append(f"--min-horizon must be >= 0, got {args.min_horizon}")
+    if not args.sigma_floor >= 0:
+        errors.append(f"--sigma-floor must be >= 0, got {args.sigma_floor}")
     if not args.learning_rate > 0:
         errors.append(f"--learning-rate must be > 0, got {args.learning_rate}")
     if args.save_interval < 0:
@@ -929,17 +948,19 @@ def train(args, checkpoint=None):
         # ALGO LOGIC: the P3O advantage, with no gamma and no lambda
         with torch.no_grad():
             real = valid.bool()
-            sigma = agent.log_sigma.clamp(-10, 10).exp()
             sigma_r = float(torch.nan_to_num(rewards[real].std(correction=0)))
+            # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail).
+            value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
+            value_window = value_window * real
+            sigma = agent.log_sigma.clamp(-10, 10).exp()
+            if args.sigma == "fitted":
+                sigma = fitted_sigma(value_targets, mus, value_window, sigma, args.sigma_floor * sigma_r)
             tail_mu = agent.get_value(next_obs) if args.tail == "bootstrap" else None
             advantages, window = advantage_fn(rewards, terminals, mus, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu)
             advantages *= valid  # autoreset steps are not decisions
             bad = first_nonfinite(rewards=rewards, mu=mus, sigma=sigma, advantages=advantages)
             if bad:
                 stop_nonfinite(f"{bad} in the advantage")
-            # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail).
-            value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
-            value_window = value_window * real
         timer.lap("advantage")
 
         # flatten the batch

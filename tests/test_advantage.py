@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import KERNEL, host_advantage, reference_advantage
-from p3o_ocean import episode_windows, p3o_advantage, variable_horizon
+from p3o_ocean import episode_windows, fitted_sigma, p3o_advantage, variable_horizon
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -139,6 +139,48 @@ def test_episode_windows_targets_and_lengths():
     assert k[:, 0].tolist() == [3, 2, 1, 2, 1]
     targets, k = episode_windows(rewards, terminals, 3, tail_mu=torch.tensor([[7.0, 8.0, 9.0]]))
     assert targets[4, 0].tolist() == [5.0, 7.0, 8.0] and k[:, 0].tolist() == [3, 2, 1, 3, 3]
+
+
+def test_fitted_sigma_is_the_rms_residual_of_each_offset_over_kept_pairs():
+    rewards = torch.arange(1.0, 6.0)[:, None]  # T = 5, N = 1; an episode ends at step 2
+    terminals = torch.tensor([[0.0], [0.0], [1.0], [0.0], [0.0]])
+    targets, k = episode_windows(rewards, terminals, 4)  # k = 3, 2, 1, 2, 1
+    mu, learned = torch.zeros(5, 1, 4), torch.full((4,), 0.7)
+    # Offset 0: rewards 1..5; offset 1: 2, 3, 5 (decisions 0, 1, 3); offset 2: 3 (decision 0); offset 3: no
+    # window reaches it, so it keeps the given (learned) sigma.
+    torch.testing.assert_close(fitted_sigma(targets, mu, k, learned), torch.tensor([11.0, 38 / 3, 9.0, 0.49]).sqrt())
+    # Step 1 is no decision (window 0) and decision 0's window is cut to 2: offset 2 is no longer reached either.
+    window = k * torch.tensor([[1], [0], [1], [1], [1]])
+    window[0] = 2
+    torch.testing.assert_close(fitted_sigma(targets, mu, window, learned), torch.tensor([51 / 4, 29 / 2, 0.49, 0.49]).sqrt())
+    # The floor lifts the fitted offsets below it (offset 0: 3.57), not the learned ones.
+    torch.testing.assert_close(fitted_sigma(targets, mu, window, learned, floor=3.7), torch.tensor([3.7, (29 / 2) ** 0.5, 0.7, 0.7]))
+    # Residuals, not rewards: a perfect prediction at offset 0 gives sigma 0 there (the advantage clamps it).
+    mu[..., 0] = rewards
+    assert fitted_sigma(targets, mu, k, learned)[0] == 0
+
+
+def test_fitted_sigma_minimises_the_value_nll():
+    """The closed form is the optimum of the value loss over log_sigma: p3o_ocean.train's NLL, per offset."""
+    g = torch.Generator().manual_seed(0)
+    T, N, H = 20, 3, 6
+    rewards = (torch.rand(T, N, generator=g) < 0.3).float()
+    terminals = (torch.rand(T, N, generator=g) < 0.15).float()
+    targets, k = episode_windows(rewards, terminals, H)
+    mu = torch.rand(T, N, H, generator=g) * 0.5
+    kept = torch.arange(H) < k[..., None]
+    residual = torch.where(kept, targets - mu, 0.0).reshape(-1, H)
+    counts = kept.reshape(-1, H).sum(0)
+    assert (counts > 0).all()
+
+    def nll(log_sigma):
+        return (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / counts.sum()
+
+    log_sigma = fitted_sigma(targets, mu, k, torch.ones(H)).log().requires_grad_()
+    nll(log_sigma).backward()
+    assert log_sigma.grad.abs().max() < 1e-5
+    for shift in (-0.1, 0.1):
+        assert nll(log_sigma.detach() + shift) > nll(log_sigma.detach())
 
 
 def test_host_build_is_independent_of_the_launch_shape():

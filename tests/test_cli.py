@@ -24,6 +24,8 @@ def run(*flags, cwd):
         (dict(puf=1.5), "--puf must be in [0, 1]"),
         (dict(delay=0), "--delay must be >= 1"),
         (dict(min_horizon=-1), "--min-horizon must be >= 0"),
+        (dict(sigma_floor=-0.1), "--sigma-floor must be >= 0"),
+        (dict(sigma_floor=float("nan")), "--sigma-floor must be >= 0"),
         (dict(total_timesteps=-5), "--total-timesteps must be >= 0"),
     ],
 )
@@ -41,7 +43,7 @@ def test_good_flags_pass():
 
 @pytest.mark.parametrize(
     "flags, message",
-    [(["--env-id", "squard"], "did you mean squared"), (["--weight-norm", "mean"], "weight-norm")],  # ours, then tyro's
+    [(["--env-id", "squard"], "did you mean squared"), (["--weight-norm", "mean"], "weight-norm"), (["--sigma", "fit"], "sigma")],  # ours, then tyro's
 )
 def test_bad_flags_exit_non_zero_before_training(flags, message, tmp_path):
     result = run(*flags, cwd=tmp_path)

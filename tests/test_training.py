@@ -54,3 +54,34 @@ def test_autoreset_steps_are_masked(tmp_path, monkeypatch):
     assert (advantages[1::2] == 0).all()
     assert torch.equal(advantages[0::2], rewards[0::2]) and rewards[0::2].any() and not rewards[0::2].all()
     assert result["steps"] == 128
+
+
+def test_fitted_sigma_reaches_the_advantage(tmp_path, monkeypatch):
+    """--sigma fitted: the advantage gets, per offset, the RMS of (reward ahead - mu) over the real decisions'
+    windows, computed here by a loop. One iteration, so mu is the value head's zero start and the residual is the
+    reward itself."""
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+    original = p3o_ocean.p3o_advantage
+
+    def spy(rewards, terminals, mu, sigma, *args, **kwargs):
+        seen.update(rewards=rewards.clone(), terminals=terminals.clone(), mu=mu.clone(), sigma=sigma.clone())
+        return original(rewards, terminals, mu, sigma, *args, **kwargs)
+
+    monkeypatch.setattr(p3o_ocean, "p3o_advantage", spy)
+    H = 12
+    train(Args(env_id="delay", delay=2, horizon=H, sigma="fitted", kernel="torch", num_envs=8, num_steps=96, num_minibatches=2, total_timesteps=768, progress=False, save_interval=0))
+    rewards, terminals, mu = seen["rewards"], seen["terminals"], seen["mu"]
+    assert terminals.any() and rewards.any() and not mu.any()
+    T, N = rewards.shape
+    squares, counts = torch.zeros(H, dtype=torch.float64), torch.zeros(H)
+    for t in range(T):
+        for n in range(N):
+            for j in range(min(H, T - t)):
+                squares[j] += float(rewards[t + j, n]) ** 2
+                counts[j] += 1
+                if terminals[t + j, n]:
+                    break
+    assert (counts > 0).all()
+    torch.testing.assert_close(seen["sigma"], (squares / counts).sqrt().float())
+    assert seen["sigma"].max() < 0.9  # the learned start is 1 everywhere: this is not it
