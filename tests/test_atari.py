@@ -267,6 +267,7 @@ OWN_BAD_FLAGS = [
     ("p3o_atari.py", dict(horizon=0), "--horizon must be >= 1"),
     ("p3o_atari.py", dict(puf=2.0), "--puf must be in [0, 1]"),
     ("p3o_atari.py", dict(min_horizon=-1), "--min-horizon must be >= 0"),
+    ("p3o_atari.py", dict(sigma_floor=-1.0), "--sigma-floor must be >= 0"),
     ("ppo_baseline.py", dict(gamma=1.5), "--gamma must be in [0, 1]"),
     ("ppo_baseline.py", dict(gae_lambda=-0.1), "--gae-lambda must be in [0, 1]"),
 ]
