@@ -3,7 +3,7 @@
     python benchmarks/ocean_studies.py horizon      # p3o_ocean.py at H = 16, 32, 64, 128, 256 on every env
     python benchmarks/ocean_studies.py versus       # P3O (default H) against PPO at gamma 0.99 and at the best gamma of a sweep
     python benchmarks/ocean_studies.py delay        # the delay env at D = 1, 8, 32, 64, 100: each algorithm's score against D
-    python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off
+    python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off, sigma learned/fitted
     python benchmarks/ocean_studies.py throughput   # SPS and the advantage's share of an iteration, P3O against GAE (alone)
     python benchmarks/ocean_studies.py all          # the five, in that order
 
@@ -51,7 +51,7 @@ BEFORE_ENVS = ["squared", "delay"]
 GAMMAS = [0.9, 0.99, 0.999]  # the PPO sweep; 0.99 is the untuned baseline
 DELAYS = [1, 8, 32, 64, 100]
 DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizon end
-ABLATIONS = {"weight_norm": "sum", "puf": 0.5, "horizon_cut": 0.95, "tail": "bootstrap"}  # each the value that is not the default
+ABLATIONS = {"weight_norm": "sum", "puf": 0.5, "horizon_cut": 0.95, "tail": "bootstrap", "sigma": "fitted"}  # each the value that is not the default
 ABLATION_ENVS = ["delay", "forage"]  # long-horizon probes, where the choices can matter (budgeted to one session)
 ABLATION_DELAY = 32  # delay runs in the ablations use this D, where the horizon matters
 THROUGHPUT_STEPS = 262_144  # 8 iterations: the first one's start-up costs are a small share
