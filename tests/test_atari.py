@@ -17,6 +17,7 @@ import p3o_atari
 import p3o_ocean
 import ppo_baseline
 from fake_envs import NextStepResetBandit
+from in_process import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {"ppo_baseline.py": ppo_baseline, "p3o_atari.py": p3o_atari}
@@ -214,7 +215,7 @@ def test_smoke_run_on_breakout(script, tmp_path):
     flags = ["--env-id", "Breakout-v5", "--total-timesteps", "512", "--num-envs", "4", "--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1", "--save-model"]
     if script == "p3o_atari.py":
         flags += ["--horizon", "32"]
-    run = subprocess.run([sys.executable, str(ROOT / script), *flags], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    run = run_script(ROOT / script, *flags, cwd=tmp_path)  # in this process; a real start-up: test_bad_flag_exits_before_any_env_starts
     assert run.returncode == 0, run.stderr[-3000:]
     assert "return" in run.stdout and "SPS" in run.stdout
     (run_dir,) = (tmp_path / "runs").iterdir()
@@ -290,6 +291,7 @@ def test_good_flags_pass():
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_bad_flag_exits_before_any_env_starts(script, tmp_path):
+    """A real process, as the user sees it: the one start-up of each script that the suite pays for."""
     run = subprocess.run([sys.executable, str(ROOT / script), "--env-id", "Breakot-v5", "--num-minibatches", "3"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert run.returncode == 2
     assert f"{script}: error: --env-id 'Breakot-v5'" in run.stderr and "--num-minibatches 3 must divide" in run.stderr

@@ -15,6 +15,7 @@ import torch
 import p3o_atari
 import p3o_ocean
 import ppo_baseline
+from in_process import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 # Each script on a tiny Ocean bandit: 8 envs x 16 steps, 2 minibatches (the Atari scripts reach it as ocean/NAME)
@@ -146,7 +147,7 @@ def test_sigkill_while_checkpointing_then_resume(tmp_path):
 
     fresh = tmp_path / "fresh"
     fresh.mkdir()
-    never_killed = subprocess.run([sys.executable, str(ROOT / "p3o_ocean.py"), *flags[:-3], "--save-interval", "60", "--no-progress"], cwd=fresh, capture_output=True, text=True, timeout=600)
+    never_killed = run_script(ROOT / "p3o_ocean.py", *flags[:-3], "--save-interval", "60", "--no-progress", cwd=fresh)  # no kill: in this process
     assert never_killed.returncode == 0, never_killed.stderr[-2000:]
     (reference,) = fresh.glob("runs/*/checkpoint.pt")
     assert_same_state(torch.load(reference, weights_only=True), final)
@@ -172,7 +173,7 @@ def test_eval_checkpoint_from_the_command_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     p3o_ocean.train(p3o_ocean.Args(env_id="delay", delay=2, **TINY, total_timesteps=256))
     (path,) = tmp_path.glob("runs/*/checkpoint.pt")
-    run = subprocess.run([sys.executable, str(ROOT / "p3o_ocean.py"), "--eval-checkpoint", str(path), "--eval-episodes", "3"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    run = run_script(ROOT / "p3o_ocean.py", "--eval-checkpoint", path, "--eval-episodes", "3", cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "delay: 3 episodes, sampled policy" in run.stdout and "return" in run.stdout
     assert len(list((tmp_path / "runs").iterdir())) == 1  # evaluation starts no run
@@ -289,7 +290,7 @@ def test_bad_checkpoint_flags(script, flags, message, capsys):
 
 def test_resume_of_a_missing_file_exits_2_before_anything_starts(tmp_path):
     """From the command line (the other scripts share load_checkpoint verbatim: test_atari.py checks it)."""
-    run = subprocess.run([sys.executable, str(ROOT / "p3o_ocean.py"), "--resume", "nowhere.pt"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    run = run_script(ROOT / "p3o_ocean.py", "--resume", "nowhere.pt", cwd=tmp_path)
     assert run.returncode == 2 and "--resume nowhere.pt: no such file" in run.stderr, run.stderr[-2000:]
     assert not (tmp_path / "runs").exists()
 

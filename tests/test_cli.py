@@ -1,17 +1,16 @@
 """Bad flags stop p3o_ocean.py before any env or device is touched, with a clear message and exit code 2."""
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from in_process import run_script
 from p3o_ocean import Args, check_args
 
 SCRIPT = Path(__file__).resolve().parents[1] / "p3o_ocean.py"
 
 
-def run(*flags, cwd):
-    return subprocess.run([sys.executable, str(SCRIPT), *flags], capture_output=True, text=True, timeout=120, cwd=cwd)
+def run(*flags, cwd):  # in this process: test_atari.py and test_checkpoints.py start the scripts for real
+    return run_script(SCRIPT, *flags, cwd=cwd)
 
 
 @pytest.mark.parametrize(
