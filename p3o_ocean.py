@@ -105,12 +105,16 @@ class Args:
     """windows that reach the rollout's end: stop there (the default), or continue them with the value head's
     predictions at the last state. The bootstrap made H matter: it adds the untrained columns past the episodes'
     lengths to the advantage (README, Results)"""
-    sigma: Literal["fitted", "learned"] = "learned"
-    """each offset's sigma in the advantage: the learned log_sigma (P3O.md), or fitted in closed form every
-    iteration, the RMS residual of the offset over the batch (the value NLL's optimum). Adam moves log_sigma by
-    about the learning rate per update, too slowly to learn a weight curve within a run (README, Results)"""
+    sigma: Literal["effect", "fitted", "learned"] = "learned"
+    """each offset's sigma in the advantage: the learned log_sigma (P3O.md); fitted in closed form every
+    iteration, the RMS residual of the offset over the batch (the value NLL's optimum; Adam moves log_sigma by
+    about the learning rate per update, too slowly to learn a weight curve within a run); or effect, which
+    weighs each offset by how much of the action's whole effect its residual carries, from an action-conditioned
+    head (README, Results)"""
     sigma_floor: float = 0.0
     """--sigma fitted: no offset's sigma below this fraction of the batch's reward std"""
+    effect_floor: float = 0.5
+    """--sigma effect: no offset's weight below this fraction of the largest"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
 
@@ -571,6 +575,25 @@ def fitted_sigma(targets, mu, window, sigma, floor=0.0):
     return torch.where(counts > 0, rms.clamp(min=floor), sigma)
 
 
+def effect_sigma(targets, mu, probs, q, window, floor=0.0):
+    """--sigma effect: the precision weight 1 / sigma[j]^2 is the regression coefficient of the action's whole
+    effect on the residual at offset j, Cov(effect[j], total effect) / Var(residual[j]), at least 0. The effect of
+    action a at offset j is q[a, j] less its policy-weighted mean over actions; the total effect sums it over the
+    kept offsets (j < window). Where the action moves the rewards ahead, coherently, the weight is large; where
+    the reward at j is noise to the action, however predictable, it is near 0; but never below `floor` times the
+    largest weight. An untrained head (q = 0) gives equal weights.
+    Shapes: targets, mu [T, N, H]; probs [T, N, A]; q [T, N, A, H]; window [T, N]. Returns sigma [H]."""
+    kept = torch.arange(mu.shape[-1], device=mu.device) < window[..., None]
+    # Cov(effect[j], total) = sum_a probs[a] q[a, j] (total[a] - its policy mean): the mean of q over actions cancels.
+    total = torch.einsum("tnah,tnh->tna", q, kept.to(q.dtype))
+    total -= (probs * total).sum(-1, keepdim=True)
+    covariance = torch.einsum("tnah,tna->tnh", q, probs * total).masked_fill_(~kept, 0.0).sum((0, 1))
+    noise = torch.where(kept, targets - mu, 0.0).square().sum((0, 1))
+    omega = covariance.clamp(min=0) / noise.clamp(min=torch.finfo(noise.dtype).tiny)
+    omega = torch.maximum(omega, floor * omega.max())
+    return omega.clamp(MIN_SIGMA**2, MAX_SIGMA**2).rsqrt()
+
+
 def variable_horizon(sigma, sigma_r, min_horizon=16, cut=0.95):
     """h: the first offset j >= min_horizon whose sigma exceeds cut * sigma_r (no better than the rewards'
     own spread), or H if there is none or cut <= 0. A tensor, so no device sync."""
@@ -692,7 +715,7 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    def __init__(self, obs_dim, num_actions, hidden_size, horizon):
+    def __init__(self, obs_dim, num_actions, hidden_size, horizon, effect_head=False):
         super().__init__()
         self.network = nn.Sequential(
             layer_init(nn.Linear(obs_dim, hidden_size)),
@@ -705,9 +728,18 @@ class Agent(nn.Module):
         # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
         self.critic = layer_init(nn.Linear(hidden_size, horizon), std=0)
         self.log_sigma = nn.Parameter(torch.zeros(horizon))
+        # --sigma effect: q[a, j] predicts the reward j steps ahead of taking action a, read off the trunk's
+        # features without training them, so the head measures the action's effect and changes nothing else.
+        self.num_actions, self.horizon = num_actions, horizon
+        self.effect = layer_init(nn.Linear(hidden_size, num_actions * horizon), std=0) if effect_head else None
 
     def get_value(self, x):
         return self.critic(self.network(x))
+
+    def get_action_effects(self, x):
+        """The policy's probabilities [B, A] and the action-conditioned predictions q [B, A, H]."""
+        hidden = self.network(x).detach()
+        return Categorical(logits=self.actor(hidden)).probs, self.effect(hidden).view(-1, self.num_actions, self.horizon)
 
     def get_logits(self, x):
         return self.actor(self.network(x))
@@ -829,6 +861,8 @@ def check_args(args):
         errors.append(f"--min-horizon must be >= 0, got {args.min_horizon}")
     if not args.sigma_floor >= 0:
         errors.append(f"--sigma-floor must be >= 0, got {args.sigma_floor}")
+    if not 0.0 <= args.effect_floor <= 1.0:
+        errors.append(f"--effect-floor must be in [0, 1], got {args.effect_floor}")
     if not args.learning_rate > 0:
         errors.append(f"--learning-rate must be > 0, got {args.learning_rate}")
     if args.save_interval < 0:
@@ -871,7 +905,7 @@ def train(args, checkpoint=None):
     envs = env_class(args.num_envs, device=device, seed=args.seed, delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length)
     print(f"{args.env_id}: {advantage_note}; runs/{run_name}", flush=True)
 
-    agent = Agent(envs.obs_dim, envs.num_actions, args.hidden_size, args.horizon).to(device)
+    agent = Agent(envs.obs_dim, envs.num_actions, args.hidden_size, args.horizon, args.sigma == "effect").to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     # ALGO Logic: Storage setup
@@ -955,6 +989,9 @@ def train(args, checkpoint=None):
             sigma = agent.log_sigma.clamp(-10, 10).exp()
             if args.sigma == "fitted":
                 sigma = fitted_sigma(value_targets, mus, value_window, sigma, args.sigma_floor * sigma_r)
+            elif args.sigma == "effect":
+                probs, q = agent.get_action_effects(obs.reshape(args.batch_size, -1))
+                sigma = effect_sigma(value_targets, mus, probs.view(args.num_steps, args.num_envs, -1), q.view(args.num_steps, args.num_envs, -1, args.horizon), value_window, args.effect_floor)
             tail_mu = agent.get_value(next_obs) if args.tail == "bootstrap" else None
             advantages, window = advantage_fn(rewards, terminals, mus, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu)
             advantages *= valid  # autoreset steps are not decisions
@@ -1010,9 +1047,15 @@ def train(args, checkpoint=None):
                 residual = torch.where(kept, mb_value_targets - newmu, 0.0)
                 counts = kept.sum(0)
                 v_loss = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / counts.sum().clamp(min=1)
+                if args.sigma == "effect":  # the action-conditioned head: squared error of the taken action's predictions
+                    _, q = agent.get_action_effects(b_obs.index_select(0, mb_inds))
+                    q_taken = q.gather(1, b_actions[mb_inds, None, None].expand(-1, 1, args.horizon)).squeeze(1)
+                    effect_loss = 0.5 * torch.where(kept, mb_value_targets - q_taken, 0.0).square().sum() / counts.sum().clamp(min=1)
 
                 entropy_loss = masked_mean(entropy, mb_valid)
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+                if args.sigma == "effect":
+                    loss = loss + effect_loss * args.vf_coef
 
                 optimizer.zero_grad()
                 loss.backward()
@@ -1049,6 +1092,8 @@ def train(args, checkpoint=None):
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
         writer.add_scalar("losses/value_nll", v_loss.item(), global_step)
+        if args.sigma == "effect":
+            writer.add_scalar("losses/effect_loss", effect_loss.item(), global_step)
         writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
         writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
         writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
@@ -1094,7 +1139,7 @@ def evaluate(args):
     torch.manual_seed(args.seed)
     env_class = OCEAN_ENVS[run_args.env_id]
     envs = env_class(args.eval_episodes, device=device, seed=args.seed, delay=run_args.delay, forage_distance=run_args.forage_distance, password_length=run_args.password_length)
-    agent = Agent(envs.obs_dim, envs.num_actions, run_args.hidden_size, run_args.horizon).to(device)
+    agent = Agent(envs.obs_dim, envs.num_actions, run_args.hidden_size, run_args.horizon, run_args.sigma == "effect").to(device)
     agent.load_state_dict(checkpoint["model"])
     returns = torch.full((args.eval_episodes,), float("nan"), device=device)
     scores = returns.clone()

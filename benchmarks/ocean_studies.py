@@ -252,10 +252,13 @@ def horizon_study(opts):
         ax.set_title(env)
         ax.set_xlabel("horizon cap H")
         ax.set_ylabel("final score")
-    before = run_all([spec("p3o", env, seed, opts.budget_scale, horizon=H, **BEFORE) for env in BEFORE_ENVS for seed in opts.seeds for H in (32, 128)], opts.workers, opts.fresh)
-    print(f"\nwith {BEFORE}, the default before tail none (today's default: the table above)")
+    # The old default beside today's; a study of other settings (--set) has no "before".
+    before_envs = [] if opts.set else BEFORE_ENVS
+    before = run_all([spec("p3o", env, seed, opts.budget_scale, horizon=H, **BEFORE) for env in before_envs for seed in opts.seeds for H in (32, 128)], opts.workers, opts.fresh)
+    if before_envs:
+        print(f"\nwith {BEFORE}, the default before tail none (today's default: the table above)")
     for ax, env in zip(axes, opts.envs):
-        if env in BEFORE_ENVS:
+        if env in before_envs:
             stats = [mean_std([r["score"] for r in seeds_of(before, env=env, horizon=H)]) for H in (32, 128)]
             holds = abs(stats[0][0] - stats[1][0]) <= max(stats[0][1], stats[1][1])
             print(f"{env:<12}" + "".join(f"{'H=' + str(H)}: {m:.3f} +-{s:.3f}   " for H, (m, s) in zip((32, 128), stats)) + ("invariant" if holds else "NOT invariant"))

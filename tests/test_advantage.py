@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import KERNEL, host_advantage, reference_advantage
-from p3o_ocean import episode_windows, fitted_sigma, p3o_advantage, variable_horizon
+from p3o_ocean import MAX_SIGMA, effect_sigma, episode_windows, fitted_sigma, p3o_advantage, variable_horizon
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -181,6 +181,37 @@ def test_fitted_sigma_minimises_the_value_nll():
     assert log_sigma.grad.abs().max() < 1e-5
     for shift in (-0.1, 0.1):
         assert nll(log_sigma.detach() + shift) > nll(log_sigma.detach())
+
+
+def test_effect_sigma_weighs_each_offset_by_its_share_of_the_actions_total_effect():
+    rewards = torch.arange(1.0, 6.0)[:, None]  # T = 5, N = 1, as above: windows k = 3, 2, 1, 2, 1
+    terminals = torch.tensor([[0.0], [0.0], [1.0], [0.0], [0.0]])
+    targets, k = episode_windows(rewards, terminals, 4)
+    mu, probs = torch.zeros(5, 1, 4), torch.full((5, 1, 2), 0.5)
+    # Squared residuals summed per offset over the kept pairs: 55, 38, 9 and 0 (offset 3 is never reached).
+    # An untrained head (q = 0): no effect anywhere, equal weights, the advantage a plain sum of residuals.
+    q = torch.zeros(5, 1, 2, 4)
+    sigma = effect_sigma(targets, mu, probs, q, k)
+    assert torch.equal(sigma, torch.full((4,), MAX_SIGMA))
+    flat, _ = p3o_advantage(rewards, terminals, mu, sigma, 1.0, cut=0.0)
+    torch.testing.assert_close(flat, torch.stack([targets[t, 0, : k[t, 0]].sum() for t in range(5)])[:, None])
+    # Action 1 adds 2 at offset 0: effect +-1 there and in total, so Cov = 0.5 * 1 + 0.5 * 1 = 1 per decision,
+    # 5 in all, over 55: weight 1/11; the offsets without effect get 0, or `floor` times the largest weight.
+    q[:, :, 1, 0] = 2.0
+    torch.testing.assert_close(effect_sigma(targets, mu, probs, q, k), torch.tensor([11.0**0.5, MAX_SIGMA, MAX_SIGMA, MAX_SIGMA]))
+    torch.testing.assert_close(effect_sigma(targets, mu, probs, q, k, floor=0.5), torch.tensor([11.0, 22.0, 22.0, 22.0]).sqrt())
+    # An effect spread over offsets 0 and 1 (+1 each for action 1): effect +-0.5 at each; the total is +-1 where the
+    # window keeps both (decisions 0, 1, 3) and +-0.5 where it keeps one (2, 4): Cov 2.0 at offset 0, 1.5 at 1.
+    q.zero_()
+    q[:, :, 1, :2] = 1.0
+    torch.testing.assert_close(effect_sigma(targets, mu, probs, q, k), torch.tensor([55 / 2.0, 38 / 1.5, MAX_SIGMA**2, MAX_SIGMA**2]).sqrt())
+    # A near reward bought with a larger loss later (+1 at offset 0, -2 at 1): offset 0's effect opposes the total
+    # where the window sees both, and its weight falls to 0: Cov = 2 * 0.25 - 3 * 0.25 < 0.
+    q[:, :, 1, 1] = -2.0
+    sigma = effect_sigma(targets, mu, probs, q, k)
+    assert sigma[0] == MAX_SIGMA and sigma[1] < MAX_SIGMA
+    # Probabilities weigh the effect: a deterministic policy has no alternative action, so no effect at all.
+    assert torch.equal(effect_sigma(targets, mu, torch.tensor([1.0, 0.0]).expand(5, 1, 2), q, k), torch.full((4,), MAX_SIGMA))
 
 
 def test_host_build_is_independent_of_the_launch_shape():

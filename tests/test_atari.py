@@ -60,7 +60,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
         assert piece in p3o_text, piece
     for piece in ("def gae(", "gamma: float", "gae_lambda: float", "clip_vloss", "v_loss_clipped"):
         assert piece in ppo_text, piece
-    assert len(blocks_p3o) <= 12 and len(blocks_ppo) <= 12
+    assert len(blocks_p3o) <= 13 and len(blocks_ppo) <= 12
     # Most of each file is the shared PPO machinery, which the blocks must not swallow.
     assert sum(map(len, blocks_ppo)) < 0.25 * len(rest_ppo) and sum(map(len, blocks_p3o)) < len(rest_p3o)
     for piece in ("class AtariEnvs", "pg_loss = masked_mean", "next_valid = 1.0 - next_done", "clip_grad_norm_", 'writer.add_scalar("charts/SPS"'):
@@ -70,7 +70,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "CHECKPOINT_KEYS"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "CHECKPOINT_KEYS"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":
@@ -203,6 +203,25 @@ def test_ocean_options_and_scores(script, tmp_path, monkeypatch):
     assert 0.0 <= result["score"] <= 1.0 and result["return"] > 1.0, result  # random play: ~32 of 64 correct
 
 
+def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
+    """--sigma effect in p3o_atari.py: the action-conditioned head reads the Nature CNN's features of stacked uint8
+    frames (zero at the start, so equal weights), and a run trains it, its loss logged beside the value NLL."""
+    agent = p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="effect"))
+    probs, q = agent.get_action_effects(torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8))
+    assert probs.shape == (3, 6) and q.shape == (3, 6, 8) and not q.any()
+    torch.testing.assert_close(probs.sum(-1), torch.ones(3))
+    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8)).effect is None  # the default builds no head
+    monkeypatch.chdir(tmp_path)
+    args = p3o_atari.Args(env_id="ocean/delay", delay=2, horizon=8, sigma="effect", num_envs=16, num_steps=66, num_minibatches=2, update_epochs=1, total_timesteps=16 * 66 * 2, progress=False)
+    result = p3o_atari.train(args)
+    assert 0.0 <= result["score"] <= 1.0, result
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "runs" / result["run"]))
+    events.Reload()
+    assert all(e.value > 0 for e in events.Scalars("losses/effect_loss"))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Smoke runs, CleanRL style: the scripts as a user runs them, on Atari through EnvPool, on the CPU
 # ---------------------------------------------------------------------------------------------------------
@@ -269,6 +288,7 @@ OWN_BAD_FLAGS = [
     ("p3o_atari.py", dict(puf=2.0), "--puf must be in [0, 1]"),
     ("p3o_atari.py", dict(min_horizon=-1), "--min-horizon must be >= 0"),
     ("p3o_atari.py", dict(sigma_floor=-1.0), "--sigma-floor must be >= 0"),
+    ("p3o_atari.py", dict(effect_floor=1.5), "--effect-floor must be in [0, 1]"),
     ("ppo_baseline.py", dict(gamma=1.5), "--gamma must be in [0, 1]"),
     ("ppo_baseline.py", dict(gae_lambda=-0.1), "--gae-lambda must be in [0, 1]"),
 ]

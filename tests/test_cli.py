@@ -25,6 +25,8 @@ def run(*flags, cwd):  # in this process: test_atari.py and test_checkpoints.py 
         (dict(min_horizon=-1), "--min-horizon must be >= 0"),
         (dict(sigma_floor=-0.1), "--sigma-floor must be >= 0"),
         (dict(sigma_floor=float("nan")), "--sigma-floor must be >= 0"),
+        (dict(effect_floor=-0.5), "--effect-floor must be in [0, 1]"),
+        (dict(effect_floor=float("nan")), "--effect-floor must be in [0, 1]"),
         (dict(total_timesteps=-5), "--total-timesteps must be >= 0"),
     ],
 )

@@ -85,3 +85,24 @@ def test_fitted_sigma_reaches_the_advantage(tmp_path, monkeypatch):
     assert (counts > 0).all()
     torch.testing.assert_close(seen["sigma"], (squares / counts).sqrt().float())
     assert seen["sigma"].max() < 0.9  # the learned start is 1 everywhere: this is not it
+
+
+def test_effect_weights_find_the_delayed_reward(tmp_path, monkeypatch):
+    """--sigma effect on delay (D = 4): the action decides the reward 4 steps ahead and nothing else. The untrained
+    head gives equal weights; after one update the weight curve the advantage gets has its peak at offset 4, and
+    every other offset (earlier and later decisions' rewards, noise to this action) is near 0."""
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    original = p3o_ocean.p3o_advantage
+
+    def spy(rewards, terminals, mu, sigma, *args, **kwargs):
+        seen.append(sigma.clone())
+        return original(rewards, terminals, mu, sigma, *args, **kwargs)
+
+    monkeypatch.setattr(p3o_ocean, "p3o_advantage", spy)
+    train(Args(env_id="delay", delay=4, horizon=16, sigma="effect", effect_floor=0.0, kernel="torch", total_timesteps=2 * 256 * 128, **{**FAST, "save_interval": 0}))
+    first, second = (sigma.pow(-2) for sigma in seen)
+    assert torch.equal(first, torch.full((16,), first[0].item()))  # q = 0: no effect measured anywhere yet
+    weights = second / second.max()
+    assert weights.argmax() == 4
+    assert weights[torch.arange(16) != 4].max() < 0.05, weights
