@@ -100,7 +100,7 @@ def test_effect_weights_find_the_delayed_reward(tmp_path, monkeypatch):
         return original(rewards, terminals, mu, sigma, *args, **kwargs)
 
     monkeypatch.setattr(p3o_ocean, "p3o_advantage", spy)
-    train(Args(env_id="delay", delay=4, horizon=16, sigma="effect", effect_floor=0.0, kernel="torch", total_timesteps=2 * 256 * 128, **{**FAST, "save_interval": 0}))
+    train(Args(env_id="delay", delay=4, horizon=16, sigma="effect", effect_floor=0.0, kernel="torch", total_timesteps=2 * 256 * 128, save_interval=0, **FAST))
     first, second = (sigma.pow(-2) for sigma in seen)
     assert torch.equal(first, torch.full((16,), first[0].item()))  # q = 0: no effect measured anywhere yet
     weights = second / second.max()
