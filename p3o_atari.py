@@ -116,6 +116,10 @@ class Args:
     """--sigma fitted: no offset's sigma below this fraction of the batch's reward std"""
     effect_floor: float = 0.5
     """--sigma effect: no offset's weight below this fraction of the largest"""
+    subtract_later_effects: bool = False
+    """subtract from the rewards ahead of each decision what the decisions after it are predicted to add (the
+    action-conditioned head of --sigma effect), so the advantage no longer carries the later choices' noise; an
+    unbiased control variate, since each later effect has mean zero under the policy that acted (README, Results)"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
     # end P3O
@@ -249,6 +253,29 @@ def effect_sigma(targets, mu, probs, q, window, floor=0.0):
     omega = covariance.clamp(min=0) / noise.clamp(min=torch.finfo(noise.dtype).tiny)
     omega = torch.maximum(omega, floor * omega.max())
     return omega.clamp(MIN_SIGMA**2, MAX_SIGMA**2).rsqrt()
+
+
+def later_effects(q, probs, actions, valid):
+    """--subtract-later-effects: what the decisions after t are predicted to add to the reward j steps after t.
+
+    That reward also answers to decisions t + 1 .. t + j. The effect of decision s at offset m is q[s, a_s, m] less
+    its policy-weighted mean over the actions; under the policy that acted it has mean zero whatever q predicts,
+    so subtracting the later decisions' effects leaves decision t's advantage unbiased and takes out the noise of
+    the later choices as far as q knows them. Returns later[t, n, j] = sum over s = t + 1 .. t + j of
+    effect[s, n, t + j - s]: 0 at j = 0 and past the rollout. Used only inside t's episode window, where every
+    such s belongs to t's episode. Shapes: q [T, N, A, H]; probs [T, N, A]; actions, valid [T, N]. Returns [T, N, H]."""
+    T, N, A, H = q.shape
+    taken = q.gather(2, actions[:, :, None, None].expand(T, N, 1, H)).squeeze(2)
+    effect = (taken - torch.einsum("tnah,tna->tnh", q, probs)) * valid[..., None]  # autoreset steps are not decisions
+    # arriving[u, n, d]: the effect of decision u - d on the reward of step u, then summed over decisions u - d .. u
+    arriving = torch.zeros_like(effect)
+    for d in range(min(H, T)):
+        arriving[d:, :, d] = effect[: T - d, :, d]
+    arriving = arriving.cumsum(2)
+    later = torch.zeros_like(effect)
+    for j in range(1, min(H, T)):
+        later[: T - j, :, j] = arriving[j:, :, j - 1]  # decisions t + 1 .. t + j
+    return later
 
 
 def variable_horizon(sigma, sigma_r, min_horizon=16, cut=0.95):
@@ -401,13 +428,16 @@ class Agent(nn.Module):
         # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
         self.critic = layer_init(nn.Linear(width, args.horizon), std=0)
         self.log_sigma = nn.Parameter(torch.zeros(args.horizon))
-        # --sigma effect: q[a, j] predicts the reward j steps ahead of taking action a, read off the trunk's
-        # features without training them, so the head measures the action's effect and changes nothing else.
+        # --sigma effect, --subtract-later-effects: q[a, j] predicts how far the reward j steps ahead of action a
+        # lands from mu[j] (the taken action's part of the value residual), read off the trunk's features without
+        # training them, so the head measures the action's effect and changes nothing else. An action the policy
+        # has stopped taking keeps q near 0, no effect (a head predicting the reward itself kept its zero start
+        # there: a false effect of about -mu at every offset).
         self.num_actions, self.horizon = num_actions, args.horizon
-        self.effect = layer_init(nn.Linear(width, num_actions * args.horizon), std=0) if args.sigma == "effect" else None
+        self.effect = layer_init(nn.Linear(width, num_actions * args.horizon), std=0) if args.sigma == "effect" or args.subtract_later_effects else None
 
     def get_action_effects(self, x):
-        """The policy's probabilities [B, A] and the action-conditioned predictions q [B, A, H]."""
+        """The policy's probabilities [B, A] and the action-conditioned residuals q [B, A, H]."""
         hidden = self.network(x.float() / self.obs_scale).detach()
         return Categorical(logits=self.actor(hidden)).probs, self.effect(hidden).view(-1, self.num_actions, self.horizon)
         # end P3O
@@ -683,13 +713,18 @@ def train(args, checkpoint=None):
             value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
             value_window = value_window * real
             sigma = agent.log_sigma.clamp(-10, 10).exp()
+            baseline = mus  # what the advantage subtracts from each reward ahead
+            if agent.effect is not None:  # the action-conditioned head on the whole rollout
+                probs, q = agent.get_action_effects(obs.reshape((-1,) + obs_shape))
+                probs, q = probs.view(args.num_steps, args.num_envs, -1), q.view(args.num_steps, args.num_envs, -1, args.horizon)
+            if args.subtract_later_effects:
+                baseline = mus + later_effects(q, probs, actions, valid)
             if args.sigma == "fitted":
                 sigma = fitted_sigma(value_targets, mus, value_window, sigma, args.sigma_floor * sigma_r)
             elif args.sigma == "effect":
-                probs, q = agent.get_action_effects(obs.reshape((-1,) + obs_shape))
-                sigma = effect_sigma(value_targets, mus, probs.view(args.num_steps, args.num_envs, -1), q.view(args.num_steps, args.num_envs, -1, args.horizon), value_window, args.effect_floor)
+                sigma = effect_sigma(value_targets, baseline, probs, q, value_window, args.effect_floor)
             tail_mu = agent.get_value(next_obs) if args.tail == "bootstrap" else None
-            advantages, window = advantage_fn(rewards, terminals, mus, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu)
+            advantages, window = advantage_fn(rewards, terminals, baseline, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu)
             advantages *= valid  # autoreset steps are not decisions
         # end P3O
         bad = first_nonfinite(rewards=rewards, advantages=advantages)
@@ -746,16 +781,16 @@ def train(args, checkpoint=None):
                 residual = torch.where(kept, mb_value_targets - newvalue, 0.0)
                 counts = kept.sum(0)
                 v_loss = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / counts.sum().clamp(min=1)
-                if args.sigma == "effect":  # the action-conditioned head: squared error of the taken action's predictions
+                if agent.effect is not None:  # the action-conditioned head: the taken action's part of the value residual
                     _, q = agent.get_action_effects(b_obs.index_select(0, mb_inds))
                     q_taken = q.gather(1, b_actions[mb_inds, None, None].expand(-1, 1, args.horizon)).squeeze(1)
-                    effect_loss = 0.5 * torch.where(kept, mb_value_targets - q_taken, 0.0).square().sum() / counts.sum().clamp(min=1)
+                    effect_loss = 0.5 * torch.where(kept, residual.detach() - q_taken, 0.0).square().sum() / counts.sum().clamp(min=1)
                 # end P3O
 
                 entropy_loss = masked_mean(entropy, mb_valid)
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-                # P3O: --sigma effect's head learns beside the value head
-                if args.sigma == "effect":
+                # P3O: the action-conditioned head learns beside the value head
+                if agent.effect is not None:
                     loss = loss + effect_loss * args.vf_coef
                 # end P3O
 
@@ -807,7 +842,7 @@ def train(args, checkpoint=None):
         # size, and the learned weight curve (the precision 1/sigma^2 is exp(-2 log_sigma))
         writer.add_scalar("charts/horizon", horizon, global_step)
         writer.add_scalar("losses/value_nll", v_loss.item(), global_step)
-        if args.sigma == "effect":
+        if agent.effect is not None:
             writer.add_scalar("losses/effect_loss", effect_loss.item(), global_step)
         writer.add_scalar("charts/sigma_r", sigma_r, global_step)
         writer.add_scalar("charts/window_mean", window[real].float().mean().item(), global_step)

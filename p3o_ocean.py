@@ -115,6 +115,10 @@ class Args:
     """--sigma fitted: no offset's sigma below this fraction of the batch's reward std"""
     effect_floor: float = 0.5
     """--sigma effect: no offset's weight below this fraction of the largest"""
+    subtract_later_effects: bool = False
+    """subtract from the rewards ahead of each decision what the decisions after it are predicted to add (the
+    action-conditioned head of --sigma effect), so the advantage no longer carries the later choices' noise; an
+    unbiased control variate, since each later effect has mean zero under the policy that acted (README, Results)"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
 
@@ -594,6 +598,29 @@ def effect_sigma(targets, mu, probs, q, window, floor=0.0):
     return omega.clamp(MIN_SIGMA**2, MAX_SIGMA**2).rsqrt()
 
 
+def later_effects(q, probs, actions, valid):
+    """--subtract-later-effects: what the decisions after t are predicted to add to the reward j steps after t.
+
+    That reward also answers to decisions t + 1 .. t + j. The effect of decision s at offset m is q[s, a_s, m] less
+    its policy-weighted mean over the actions; under the policy that acted it has mean zero whatever q predicts,
+    so subtracting the later decisions' effects leaves decision t's advantage unbiased and takes out the noise of
+    the later choices as far as q knows them. Returns later[t, n, j] = sum over s = t + 1 .. t + j of
+    effect[s, n, t + j - s]: 0 at j = 0 and past the rollout. Used only inside t's episode window, where every
+    such s belongs to t's episode. Shapes: q [T, N, A, H]; probs [T, N, A]; actions, valid [T, N]. Returns [T, N, H]."""
+    T, N, A, H = q.shape
+    taken = q.gather(2, actions[:, :, None, None].expand(T, N, 1, H)).squeeze(2)
+    effect = (taken - torch.einsum("tnah,tna->tnh", q, probs)) * valid[..., None]  # autoreset steps are not decisions
+    # arriving[u, n, d]: the effect of decision u - d on the reward of step u, then summed over decisions u - d .. u
+    arriving = torch.zeros_like(effect)
+    for d in range(min(H, T)):
+        arriving[d:, :, d] = effect[: T - d, :, d]
+    arriving = arriving.cumsum(2)
+    later = torch.zeros_like(effect)
+    for j in range(1, min(H, T)):
+        later[: T - j, :, j] = arriving[j:, :, j - 1]  # decisions t + 1 .. t + j
+    return later
+
+
 def variable_horizon(sigma, sigma_r, min_horizon=16, cut=0.95):
     """h: the first offset j >= min_horizon whose sigma exceeds cut * sigma_r (no better than the rewards'
     own spread), or H if there is none or cut <= 0. A tensor, so no device sync."""
@@ -728,8 +755,11 @@ class Agent(nn.Module):
         # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
         self.critic = layer_init(nn.Linear(hidden_size, horizon), std=0)
         self.log_sigma = nn.Parameter(torch.zeros(horizon))
-        # --sigma effect: q[a, j] predicts the reward j steps ahead of taking action a, read off the trunk's
-        # features without training them, so the head measures the action's effect and changes nothing else.
+        # --sigma effect, --subtract-later-effects: q[a, j] predicts how far the reward j steps ahead of action a
+        # lands from mu[j] (the taken action's part of the value residual), read off the trunk's features without
+        # training them, so the head measures the action's effect and changes nothing else. An action the policy
+        # has stopped taking keeps q near 0, no effect (a head predicting the reward itself kept its zero start
+        # there: a false effect of about -mu at every offset).
         self.num_actions, self.horizon = num_actions, horizon
         self.effect = layer_init(nn.Linear(hidden_size, num_actions * horizon), std=0) if effect_head else None
 
@@ -737,7 +767,7 @@ class Agent(nn.Module):
         return self.critic(self.network(x))
 
     def get_action_effects(self, x):
-        """The policy's probabilities [B, A] and the action-conditioned predictions q [B, A, H]."""
+        """The policy's probabilities [B, A] and the action-conditioned residuals q [B, A, H]."""
         hidden = self.network(x).detach()
         return Categorical(logits=self.actor(hidden)).probs, self.effect(hidden).view(-1, self.num_actions, self.horizon)
 
@@ -905,7 +935,7 @@ def train(args, checkpoint=None):
     envs = env_class(args.num_envs, device=device, seed=args.seed, delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length)
     print(f"{args.env_id}: {advantage_note}; runs/{run_name}", flush=True)
 
-    agent = Agent(envs.obs_dim, envs.num_actions, args.hidden_size, args.horizon, args.sigma == "effect").to(device)
+    agent = Agent(envs.obs_dim, envs.num_actions, args.hidden_size, args.horizon, args.sigma == "effect" or args.subtract_later_effects).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     # ALGO Logic: Storage setup
@@ -987,15 +1017,20 @@ def train(args, checkpoint=None):
             value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
             value_window = value_window * real
             sigma = agent.log_sigma.clamp(-10, 10).exp()
+            baseline = mus  # what the advantage subtracts from each reward ahead
+            if agent.effect is not None:  # the action-conditioned head on the whole rollout
+                probs, q = agent.get_action_effects(obs.reshape(args.batch_size, -1))
+                probs, q = probs.view(args.num_steps, args.num_envs, -1), q.view(args.num_steps, args.num_envs, -1, args.horizon)
+            if args.subtract_later_effects:
+                baseline = mus + later_effects(q, probs, actions, valid)
             if args.sigma == "fitted":
                 sigma = fitted_sigma(value_targets, mus, value_window, sigma, args.sigma_floor * sigma_r)
             elif args.sigma == "effect":
-                probs, q = agent.get_action_effects(obs.reshape(args.batch_size, -1))
-                sigma = effect_sigma(value_targets, mus, probs.view(args.num_steps, args.num_envs, -1), q.view(args.num_steps, args.num_envs, -1, args.horizon), value_window, args.effect_floor)
+                sigma = effect_sigma(value_targets, baseline, probs, q, value_window, args.effect_floor)
             tail_mu = agent.get_value(next_obs) if args.tail == "bootstrap" else None
-            advantages, window = advantage_fn(rewards, terminals, mus, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu)
+            advantages, window = advantage_fn(rewards, terminals, baseline, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu)
             advantages *= valid  # autoreset steps are not decisions
-            bad = first_nonfinite(rewards=rewards, mu=mus, sigma=sigma, advantages=advantages)
+            bad = first_nonfinite(rewards=rewards, baseline=baseline, sigma=sigma, advantages=advantages)
             if bad:
                 stop_nonfinite(f"{bad} in the advantage")
         timer.lap("advantage")
@@ -1047,14 +1082,14 @@ def train(args, checkpoint=None):
                 residual = torch.where(kept, mb_value_targets - newmu, 0.0)
                 counts = kept.sum(0)
                 v_loss = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / counts.sum().clamp(min=1)
-                if args.sigma == "effect":  # the action-conditioned head: squared error of the taken action's predictions
+                if agent.effect is not None:  # the action-conditioned head: the taken action's part of the value residual
                     _, q = agent.get_action_effects(b_obs.index_select(0, mb_inds))
                     q_taken = q.gather(1, b_actions[mb_inds, None, None].expand(-1, 1, args.horizon)).squeeze(1)
-                    effect_loss = 0.5 * torch.where(kept, mb_value_targets - q_taken, 0.0).square().sum() / counts.sum().clamp(min=1)
+                    effect_loss = 0.5 * torch.where(kept, residual.detach() - q_taken, 0.0).square().sum() / counts.sum().clamp(min=1)
 
                 entropy_loss = masked_mean(entropy, mb_valid)
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-                if args.sigma == "effect":
+                if agent.effect is not None:
                     loss = loss + effect_loss * args.vf_coef
 
                 optimizer.zero_grad()
@@ -1092,7 +1127,7 @@ def train(args, checkpoint=None):
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
         writer.add_scalar("losses/value_nll", v_loss.item(), global_step)
-        if args.sigma == "effect":
+        if agent.effect is not None:
             writer.add_scalar("losses/effect_loss", effect_loss.item(), global_step)
         writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
         writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
@@ -1139,7 +1174,7 @@ def evaluate(args):
     torch.manual_seed(args.seed)
     env_class = OCEAN_ENVS[run_args.env_id]
     envs = env_class(args.eval_episodes, device=device, seed=args.seed, delay=run_args.delay, forage_distance=run_args.forage_distance, password_length=run_args.password_length)
-    agent = Agent(envs.obs_dim, envs.num_actions, run_args.hidden_size, run_args.horizon, run_args.sigma == "effect").to(device)
+    agent = Agent(envs.obs_dim, envs.num_actions, run_args.hidden_size, run_args.horizon, run_args.sigma == "effect" or run_args.subtract_later_effects).to(device)
     agent.load_state_dict(checkpoint["model"])
     returns = torch.full((args.eval_episodes,), float("nan"), device=device)
     scores = returns.clone()

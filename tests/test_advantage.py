@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import KERNEL, host_advantage, reference_advantage
-from p3o_ocean import MAX_SIGMA, effect_sigma, episode_windows, fitted_sigma, p3o_advantage, variable_horizon
+from p3o_ocean import MAX_SIGMA, effect_sigma, episode_windows, fitted_sigma, later_effects, p3o_advantage, variable_horizon
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -212,6 +212,64 @@ def test_effect_sigma_weighs_each_offset_by_its_share_of_the_actions_total_effec
     assert sigma[0] == MAX_SIGMA and sigma[1] < MAX_SIGMA
     # Probabilities weigh the effect: a deterministic policy has no alternative action, so no effect at all.
     assert torch.equal(effect_sigma(targets, mu, torch.tensor([1.0, 0.0]).expand(5, 1, 2), q, k), torch.full((4,), MAX_SIGMA))
+
+
+def test_later_effects_sum_each_later_decisions_effect_at_the_right_offset():
+    # T = 3, N = 1, two actions at 0.5 each; action 1 adds m + 1 at offset m, so decision s's effect at offset m is
+    # +(m + 1) / 2 if it took action 1 and -(m + 1) / 2 if it took action 0. Actions 1, 0, 1.
+    q = torch.zeros(3, 1, 2, 3)
+    q[:, :, 1] = torch.arange(1.0, 4.0)
+    probs, actions, valid = torch.full((3, 1, 2), 0.5), torch.tensor([[1], [0], [1]]), torch.ones(3, 1)
+    later = later_effects(q, probs, actions, valid)
+    # The reward 1 step after decision 0 answers to decision 1 at its offset 0 (-0.5); the reward 2 steps after it
+    # to decision 1 at offset 1 (-1) and decision 2 at offset 0 (+0.5). Decision 1: decision 2 at offset 0.
+    # Offset 0 never has a later decision, and rewards past the rollout (t + j >= 3) get nothing.
+    torch.testing.assert_close(later[:, 0], torch.tensor([[0.0, -0.5, -0.5], [0.0, 0.5, 0.0], [0.0, 0.0, 0.0]]))
+    # An autoreset step (valid 0) is not a decision: decision 1 contributes nothing.
+    later = later_effects(q, probs, actions, torch.tensor([[1.0], [0.0], [1.0]]))
+    torch.testing.assert_close(later[:, 0], torch.tensor([[0.0, 0.0, 0.5], [0.0, 0.5, 0.0], [0.0, 0.0, 0.0]]))
+
+
+def test_later_effects_have_mean_zero_under_the_policy_that_acted():
+    """The control variate is unbiased whatever q predicts: over actions drawn from probs, the subtracted later
+    effects average to zero. 20,000 envs share one random q and policy; only their actions differ."""
+    generator = torch.Generator().manual_seed(0)
+    T, N, A, H = 6, 20_000, 3, 4
+    q = torch.randn(T, 1, A, H, generator=generator, dtype=torch.float64).expand(T, N, A, H)
+    probs = torch.softmax(2 * torch.randn(T, 1, A, generator=generator, dtype=torch.float64), -1).expand(T, N, A)
+    actions = torch.multinomial(probs.reshape(-1, A), 1, generator=generator).view(T, N)
+    later = later_effects(q, probs, actions, torch.ones(T, N, dtype=torch.float64))
+    assert later.abs().amax() > 0.5  # each draw is moved
+    assert later.mean(1).abs().amax() < 0.05  # the average over draws is not (standard error about 0.015)
+    # Centred on a wrong policy (uniform), the same draws are biased.
+    uniform = torch.full_like(probs, 1 / A)
+    assert later_effects(q, uniform, actions, torch.ones(T, N, dtype=torch.float64)).mean(1).abs().amax() > 0.2
+
+
+def test_subtracting_later_effects_makes_the_delayed_advantage_independent_of_h():
+    """A delayed reward (1 for action 1, D = 3 steps later) and the exact action-conditioned head: the reward
+    ahead of a decision carries every later decision's coin flip, so the plain advantage grows noisier with H;
+    with the later effects subtracted it is the decision's own effect, +-0.5, at H = 8 and H = 32 alike."""
+    generator = torch.Generator().manual_seed(1)
+    T, N, D = 40, 64, 3
+    actions = torch.randint(0, 2, (T, N), generator=generator)
+    rewards = torch.zeros(T, N)
+    rewards[D:] = actions[:-D].float()
+    terminals, valid, probs = torch.zeros(T, N), torch.ones(T, N), torch.full((T, N, 2), 0.5)
+    own = actions.float() - 0.5
+    seen = T - 32  # decisions whose H = 32 window lies inside the rollout
+    plain, corrected = {}, {}
+    for H in (8, 32):
+        q = torch.zeros(T, N, 2, H)
+        q[:, :, 1, D] = 1.0
+        mu = torch.full((T, N, H), 0.5)  # at or past D: the expected reward under the policy
+        for j in range(D):  # before D: the rewards already decided, which the state shows
+            mu[: T - j, :, j] = rewards[j:]
+        sigma = torch.ones(H)
+        plain[H], _ = p3o_advantage(rewards, terminals, mu, sigma, 0.5, cut=0.0)
+        corrected[H], _ = p3o_advantage(rewards, terminals, mu + later_effects(q, probs, actions, valid), sigma, 0.5, cut=0.0)
+        torch.testing.assert_close(corrected[H][:seen], own[:seen])
+    assert (plain[32][:seen] - own[:seen]).std() > 2 * (plain[8][:seen] - own[:seen]).std()  # 28 flips against 4
 
 
 def test_host_build_is_independent_of_the_launch_shape():

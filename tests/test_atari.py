@@ -70,7 +70,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "CHECKPOINT_KEYS"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "later_effects", "CHECKPOINT_KEYS"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":
@@ -204,17 +204,28 @@ def test_ocean_options_and_scores(script, tmp_path, monkeypatch):
 
 
 def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
-    """--sigma effect in p3o_atari.py: the action-conditioned head reads the Nature CNN's features of stacked uint8
-    frames (zero at the start, so equal weights), and a run trains it, its loss logged beside the value NLL."""
+    """--sigma effect and --subtract-later-effects in p3o_atari.py: the action-conditioned head reads the Nature
+    CNN's features of stacked uint8 frames (zero at the start, so equal weights and nothing subtracted), and a
+    run trains it, its loss logged beside the value NLL, and subtracts the later effects it learned."""
     agent = p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="effect"))
     probs, q = agent.get_action_effects(torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8))
     assert probs.shape == (3, 6) and q.shape == (3, 6, 8) and not q.any()
     torch.testing.assert_close(probs.sum(-1), torch.ones(3))
     assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8)).effect is None  # the default builds no head
+    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, subtract_later_effects=True)).effect is not None
     monkeypatch.chdir(tmp_path)
-    args = p3o_atari.Args(env_id="ocean/delay", delay=2, horizon=8, sigma="effect", num_envs=16, num_steps=66, num_minibatches=2, update_epochs=1, total_timesteps=16 * 66 * 2, progress=False)
+    subtracted = []
+    original = p3o_atari.later_effects
+
+    def spy(*args):
+        subtracted.append(original(*args))
+        return subtracted[-1]
+
+    monkeypatch.setattr(p3o_atari, "later_effects", spy)
+    args = p3o_atari.Args(env_id="ocean/delay", delay=2, horizon=8, sigma="effect", subtract_later_effects=True, num_envs=16, num_steps=66, num_minibatches=2, update_epochs=1, total_timesteps=16 * 66 * 2, progress=False)
     result = p3o_atari.train(args)
     assert 0.0 <= result["score"] <= 1.0, result
+    assert len(subtracted) == 2 and not subtracted[0].any() and subtracted[1].any()  # once per iteration
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(tmp_path / "runs" / result["run"]))

@@ -106,3 +106,37 @@ def test_effect_weights_find_the_delayed_reward(tmp_path, monkeypatch):
     weights = second / second.max()
     assert weights.argmax() == 4
     assert weights[torch.arange(16) != 4].max() < 0.05, weights
+
+
+def test_subtracting_later_effects_takes_the_later_decisions_noise_out_of_the_advantage(tmp_path, monkeypatch):
+    """--subtract-later-effects on delay (D = 4, H = 16): past offset 4 the reward ahead of a decision is a later
+    decision's, noise to this one. Once the head has learned the delayed effect (a few updates), subtracting the
+    later decisions' effects leaves a fraction of that noise; the rewards up to offset 4 are left as they were."""
+    monkeypatch.chdir(tmp_path)
+    later_seen, advantage_seen = [], []
+    later_effects, p3o_advantage = p3o_ocean.later_effects, p3o_ocean.p3o_advantage
+
+    def later_spy(*args):
+        later_seen.append(later_effects(*args))
+        return later_seen[-1]
+
+    def advantage_spy(rewards, terminals, baseline, *args, **kwargs):
+        advantage_seen.append((rewards, terminals, baseline))
+        return p3o_advantage(rewards, terminals, baseline, *args, **kwargs)
+
+    monkeypatch.setattr(p3o_ocean, "later_effects", later_spy)
+    monkeypatch.setattr(p3o_ocean, "p3o_advantage", advantage_spy)
+    train(Args(env_id="delay", delay=4, horizon=16, subtract_later_effects=True, kernel="torch", total_timesteps=4 * 256 * 128, save_interval=0, **FAST))
+    assert len(later_seen) == 4 and not later_seen[0].any()  # the untrained head subtracts nothing
+    rewards, terminals, baseline = advantage_seen[-1]
+    later = later_seen[-1]
+    targets, window = p3o_ocean.episode_windows(rewards, terminals, 16)
+    kept = torch.arange(16) < window[..., None]
+
+    def noise(residual):  # mean square over the kept pairs, per offset
+        return torch.where(kept, residual, 0.0).square().sum((0, 1)) / kept.sum((0, 1))
+
+    plain, corrected = noise(targets - (baseline - later)), noise(targets - baseline)
+    assert torch.equal(later[..., 0], torch.zeros_like(later[..., 0]))
+    torch.testing.assert_close(corrected[:5], plain[:5], rtol=0.01, atol=0.0)
+    assert (corrected[5:] < 0.25 * plain[5:]).all(), (plain, corrected)  # 0.08 of it, seed 1
