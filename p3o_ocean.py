@@ -117,8 +117,9 @@ class Args:
     """--sigma effect: no offset's weight below this fraction of the largest"""
     subtract_later_effects: bool = False
     """subtract from the rewards ahead of each decision what the decisions after it are predicted to add (the
-    action-conditioned head of --sigma effect), so the advantage no longer carries the later choices' noise; an
-    unbiased control variate, since each later effect has mean zero under the policy that acted (README, Results)"""
+    action-conditioned head of --sigma effect, refitted in closed form to each batch), so the advantage no longer
+    carries the later choices' noise; an unbiased control variate, since each later effect has mean zero under
+    the policy that acted (README, Results)"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
 
@@ -598,6 +599,26 @@ def effect_sigma(targets, mu, probs, q, window, floor=0.0):
     return omega.clamp(MIN_SIGMA**2, MAX_SIGMA**2).rsqrt()
 
 
+def fit_effect_head(hidden, actions, residual, window, num_actions, ridge=1e-3):
+    """The action-conditioned head in closed form: for each action a, the ridge least-squares fit of
+    q[a, j] = w[a, j] . hidden + b[a, j] to the value residuals (reward - mu) j steps ahead of the decisions that
+    took a. Offsets outside a decision's window count as residual 0; autoreset steps (window 0) are left out. The
+    ridge term, `ridge` times the action's count, keeps an action seldom taken near q = 0: no effect. Returns the
+    head's weight [A * H, F] and bias [A * H]. Shapes: hidden [B, F]; actions, window [B]; residual [B, H]."""
+    B, H = residual.shape
+    x = torch.cat([hidden, hidden.new_ones(B, 1)], 1)  # the bias as a last feature
+    residual = torch.where(torch.arange(H, device=residual.device) < window[:, None], residual, 0.0)
+    eye = torch.eye(x.shape[1], dtype=torch.float64, device=x.device)
+    head = []
+    for a in range(num_actions):
+        took = (actions == a) & (window > 0)
+        xa, ra = x[took], residual[took]
+        gram = (xa.T @ xa).double() + ridge * (len(xa) + 1) * eye
+        head.append(torch.linalg.solve(gram, (xa.T @ ra).double()).T.to(x.dtype))  # [H, F + 1]
+    head = torch.cat(head)  # [A * H, F + 1], in q's order [A, H]
+    return head[:, :-1], head[:, -1]
+
+
 def later_effects(q, probs, actions, valid):
     """--subtract-later-effects: what the decisions after t are predicted to add to the reward j steps after t.
 
@@ -757,19 +778,22 @@ class Agent(nn.Module):
         self.log_sigma = nn.Parameter(torch.zeros(horizon))
         # --sigma effect, --subtract-later-effects: q[a, j] predicts how far the reward j steps ahead of action a
         # lands from mu[j] (the taken action's part of the value residual), read off the trunk's features without
-        # training them, so the head measures the action's effect and changes nothing else. An action the policy
-        # has stopped taking keeps q near 0, no effect (a head predicting the reward itself kept its zero start
-        # there: a false effect of about -mu at every offset).
+        # training them, so the head measures the action's effect and changes nothing else. No optimizer moves
+        # it: every iteration fit_effect_head refits it in closed form to the batch just used, for the next one
+        # (Adam's steps jittered its A x H outputs, noise the subtraction summed back in). An action the policy
+        # has stopped taking keeps q near 0, no effect.
         self.num_actions, self.horizon = num_actions, horizon
         self.effect = layer_init(nn.Linear(hidden_size, num_actions * horizon), std=0) if effect_head else None
+        if self.effect is not None:
+            self.effect.requires_grad_(False)
 
     def get_value(self, x):
         return self.critic(self.network(x))
 
     def get_action_effects(self, x):
-        """The policy's probabilities [B, A] and the action-conditioned residuals q [B, A, H]."""
+        """The trunk's features [B, F], the policy's probabilities [B, A] and the action-conditioned residuals q [B, A, H]."""
         hidden = self.network(x).detach()
-        return Categorical(logits=self.actor(hidden)).probs, self.effect(hidden).view(-1, self.num_actions, self.horizon)
+        return hidden, Categorical(logits=self.actor(hidden)).probs, self.effect(hidden).view(-1, self.num_actions, self.horizon)
 
     def get_logits(self, x):
         return self.actor(self.network(x))
@@ -1019,7 +1043,7 @@ def train(args, checkpoint=None):
             sigma = agent.log_sigma.clamp(-10, 10).exp()
             baseline = mus  # what the advantage subtracts from each reward ahead
             if agent.effect is not None:  # the action-conditioned head on the whole rollout
-                probs, q = agent.get_action_effects(obs.reshape(args.batch_size, -1))
+                hidden, probs, q = agent.get_action_effects(obs.reshape(args.batch_size, -1))
                 probs, q = probs.view(args.num_steps, args.num_envs, -1), q.view(args.num_steps, args.num_envs, -1, args.horizon)
             if args.subtract_later_effects:
                 baseline = mus + later_effects(q, probs, actions, valid)
@@ -1082,15 +1106,9 @@ def train(args, checkpoint=None):
                 residual = torch.where(kept, mb_value_targets - newmu, 0.0)
                 counts = kept.sum(0)
                 v_loss = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / counts.sum().clamp(min=1)
-                if agent.effect is not None:  # the action-conditioned head: the taken action's part of the value residual
-                    _, q = agent.get_action_effects(b_obs.index_select(0, mb_inds))
-                    q_taken = q.gather(1, b_actions[mb_inds, None, None].expand(-1, 1, args.horizon)).squeeze(1)
-                    effect_loss = 0.5 * torch.where(kept, residual.detach() - q_taken, 0.0).square().sum() / counts.sum().clamp(min=1)
 
                 entropy_loss = masked_mean(entropy, mb_valid)
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-                if agent.effect is not None:
-                    loss = loss + effect_loss * args.vf_coef
 
                 optimizer.zero_grad()
                 loss.backward()
@@ -1107,6 +1125,11 @@ def train(args, checkpoint=None):
             writer.close()
             sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
+        if agent.effect is not None:  # refit the head to this batch, for the next (fitted to the batch it corrects, it would depend on its actions)
+            weight, bias = fit_effect_head(hidden, actions.reshape(-1), (value_targets - mus).reshape(args.batch_size, -1), value_window.reshape(-1), agent.num_actions)
+            agent.effect.weight.copy_(weight)
+            agent.effect.bias.copy_(bias)
+            timer.lap("advantage")
 
         # Explained variance of the per-offset predictions, on the last minibatch's kept entries
         with torch.no_grad():
@@ -1127,8 +1150,6 @@ def train(args, checkpoint=None):
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
         writer.add_scalar("losses/value_nll", v_loss.item(), global_step)
-        if agent.effect is not None:
-            writer.add_scalar("losses/effect_loss", effect_loss.item(), global_step)
         writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
         writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
         writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import KERNEL, host_advantage, reference_advantage
-from p3o_ocean import MAX_SIGMA, effect_sigma, episode_windows, fitted_sigma, later_effects, p3o_advantage, variable_horizon
+from p3o_ocean import MAX_SIGMA, effect_sigma, episode_windows, fit_effect_head, fitted_sigma, later_effects, p3o_advantage, variable_horizon
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -212,6 +212,32 @@ def test_effect_sigma_weighs_each_offset_by_its_share_of_the_actions_total_effec
     assert sigma[0] == MAX_SIGMA and sigma[1] < MAX_SIGMA
     # Probabilities weigh the effect: a deterministic policy has no alternative action, so no effect at all.
     assert torch.equal(effect_sigma(targets, mu, torch.tensor([1.0, 0.0]).expand(5, 1, 2), q, k), torch.full((4,), MAX_SIGMA))
+
+
+def test_fit_effect_head_recovers_each_actions_linear_residuals_inside_the_windows():
+    """Residuals that are an exact linear function of the features, a different one per action: the closed-form
+    fit recovers it (up to the small ridge), reads offsets outside a window as 0, ignores autoreset steps, and
+    leaves an action nobody took at q = 0."""
+    generator = torch.Generator().manual_seed(2)
+    B, F, A, H = 4000, 5, 3, 4
+    hidden = torch.randn(B, F, generator=generator)
+    actions = torch.randint(0, 2, (B,), generator=generator)  # action 2 is never taken
+    true_w, true_b = torch.randn(A, H, F, generator=generator), torch.randn(A, H, generator=generator)
+    residual = torch.einsum("ahf,bf->bah", true_w, hidden)[torch.arange(B), actions] + true_b[actions]
+    window = torch.full((B,), H)
+    window[:1000] = 2  # offsets 2 and 3 of these decisions are outside their windows: they count as 0
+    window[1000:1100] = 0  # autoreset steps: their residuals are garbage and must not count
+    residual[1000:1100] = 1e6
+    weight, bias = fit_effect_head(hidden, actions, residual, window, A)
+    assert weight.shape == (A * H, F) and bias.shape == (A * H,)
+    weight, bias = weight.view(A, H, F), bias.view(A, H)
+    torch.testing.assert_close(weight[:2, :2], true_w[:2, :2], atol=0.02, rtol=0.0)
+    torch.testing.assert_close(bias[:2, :2], true_b[:2, :2], atol=0.02, rtol=0.0)
+    # At offsets 2 and 3, a quarter of each action's kept decisions read 0: the fit is shrunk towards 0, not exact.
+    assert (weight[:2, 2:] - 0.75 * true_w[:2, 2:]).abs().max() < 0.3 and (weight[:2, 2:] - true_w[:2, 2:]).abs().max() > 0.05
+    assert not weight[2].any() and not bias[2].any()
+    q = torch.einsum("ahf,bf->bah", weight, hidden) + bias
+    assert q.abs().max() < 100  # the autoreset rows' 1e6 did not leak in
 
 
 def test_later_effects_sum_each_later_decisions_effect_at_the_right_offset():

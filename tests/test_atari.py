@@ -70,7 +70,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "later_effects", "CHECKPOINT_KEYS"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "fit_effect_head", "later_effects", "CHECKPOINT_KEYS"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":
@@ -205,11 +205,12 @@ def test_ocean_options_and_scores(script, tmp_path, monkeypatch):
 
 def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
     """--sigma effect and --subtract-later-effects in p3o_atari.py: the action-conditioned head reads the Nature
-    CNN's features of stacked uint8 frames (zero at the start, so equal weights and nothing subtracted), and a
-    run trains it, its loss logged beside the value NLL, and subtracts the later effects it learned."""
+    CNN's features of stacked uint8 frames (zero at the start, so equal weights and nothing subtracted; no
+    optimizer moves it), and a run refits it after each iteration and subtracts the later effects it found."""
     agent = p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="effect"))
-    probs, q = agent.get_action_effects(torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8))
-    assert probs.shape == (3, 6) and q.shape == (3, 6, 8) and not q.any()
+    hidden, probs, q = agent.get_action_effects(torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8))
+    assert hidden.shape == (3, 512) and probs.shape == (3, 6) and q.shape == (3, 6, 8) and not q.any()
+    assert not any(p.requires_grad for p in agent.effect.parameters())
     torch.testing.assert_close(probs.sum(-1), torch.ones(3))
     assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8)).effect is None  # the default builds no head
     assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, subtract_later_effects=True)).effect is not None
@@ -226,11 +227,6 @@ def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
     result = p3o_atari.train(args)
     assert 0.0 <= result["score"] <= 1.0, result
     assert len(subtracted) == 2 and not subtracted[0].any() and subtracted[1].any()  # once per iteration
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(tmp_path / "runs" / result["run"]))
-    events.Reload()
-    assert all(e.value > 0 for e in events.Scalars("losses/effect_loss"))
 
 
 # ---------------------------------------------------------------------------------------------------------

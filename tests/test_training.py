@@ -110,7 +110,7 @@ def test_effect_weights_find_the_delayed_reward(tmp_path, monkeypatch):
 
 def test_subtracting_later_effects_takes_the_later_decisions_noise_out_of_the_advantage(tmp_path, monkeypatch):
     """--subtract-later-effects on delay (D = 4, H = 16): past offset 4 the reward ahead of a decision is a later
-    decision's, noise to this one. Once the head has learned the delayed effect (a few updates), subtracting the
+    decision's, noise to this one. Once the head has been fitted (after the first iteration), subtracting the
     later decisions' effects leaves a fraction of that noise; the rewards up to offset 4 are left as they were."""
     monkeypatch.chdir(tmp_path)
     later_seen, advantage_seen = [], []
