@@ -825,11 +825,13 @@ def train(args, checkpoint=None):
             writer.close()
             sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
+        # P3O: the action-conditioned head, refitted in closed form
         if agent.effect is not None:  # refit the head to this batch, for the next (fitted to the batch it corrects, it would depend on its actions)
             weight, bias = fit_effect_head(hidden, actions.reshape(-1), (value_targets - mus).reshape(args.batch_size, -1), value_window.reshape(-1), agent.num_actions)
             agent.effect.weight.copy_(weight)
             agent.effect.bias.copy_(bias)
             timer.lap("advantage")
+        # end P3O
 
         with torch.no_grad():
             # P3O: explained variance of the per-offset predictions, on the last minibatch's kept entries
