@@ -126,8 +126,8 @@ def test_subtracting_later_effects_takes_the_later_decisions_noise_out_of_the_ad
 
     monkeypatch.setattr(p3o_ocean, "later_effects", later_spy)
     monkeypatch.setattr(p3o_ocean, "p3o_advantage", advantage_spy)
-    train(Args(env_id="delay", delay=4, horizon=16, subtract_later_effects=True, kernel="torch", total_timesteps=4 * 256 * 128, save_interval=0, **FAST))
-    assert len(later_seen) == 4 and not later_seen[0].any()  # the head is fitted after the first iteration's update
+    train(Args(env_id="delay", delay=4, horizon=16, subtract_later_effects=True, kernel="torch", total_timesteps=3 * 256 * 128, save_interval=0, **FAST))
+    assert len(later_seen) == 3 and not later_seen[0].any()  # the head is fitted after the first iteration's update
     for (rewards, terminals, baseline), later in zip(advantage_seen[1:], later_seen[1:]):
         targets, window = p3o_ocean.episode_windows(rewards, terminals, 16)
         kept = torch.arange(16) < window[..., None]
@@ -138,4 +138,4 @@ def test_subtracting_later_effects_takes_the_later_decisions_noise_out_of_the_ad
         plain, corrected = noise(targets - (baseline - later)), noise(targets - baseline)
         assert torch.equal(later[..., 0], torch.zeros_like(later[..., 0]))
         torch.testing.assert_close(corrected[:5], plain[:5], rtol=0.01, atol=0.0)
-        assert (corrected[5:] < 0.25 * plain[5:]).all(), (plain, corrected)  # 0.04 to 0.07 of it, seed 1
+        assert (corrected[5:] < 0.25 * plain[5:]).all(), (plain, corrected)  # 0.06, then 0.04 of it, seed 1
