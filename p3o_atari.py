@@ -106,21 +106,25 @@ class Args:
     """windows that reach the rollout's end: stop there (the default), or continue them with the value head's
     predictions at the last state. The bootstrap made H matter: it adds the untrained columns past the episodes'
     lengths to the advantage (README, Results)"""
-    sigma: Literal["effect", "fitted", "learned"] = "learned"
-    """each offset's sigma in the advantage: the learned log_sigma (P3O.md); fitted in closed form every
-    iteration, the RMS residual of the offset over the batch (the value NLL's optimum; Adam moves log_sigma by
-    about the learning rate per update, too slowly to learn a weight curve within a run); or effect, which
-    weighs each offset by how much of the action's whole effect its residual carries, from an action-conditioned
-    head (README, Results)"""
+    sigma: Literal["effect", "fitted", "learned"] = "effect"
+    """each offset's sigma in the advantage: effect (the default) weighs each offset by how much of the action's
+    whole effect its residual carries, from an action-conditioned head refitted in closed form to each batch;
+    learned is P3O.md's log_sigma, trained by the value NLL (Adam moves it by about the learning rate per update,
+    too slowly to learn a weight curve within a run); fitted is the RMS residual of the offset over the batch, in
+    closed form every iteration (the value NLL's optimum) (README, Results)"""
     sigma_floor: float = 0.0
     """--sigma fitted: no offset's sigma below this fraction of the batch's reward std"""
     effect_floor: float = 0.5
     """--sigma effect: no offset's weight below this fraction of the largest"""
-    subtract_later_effects: bool = False
+    subtract_later_effects: bool = True
     """subtract from the rewards ahead of each decision what the decisions after it are predicted to add (the
-    action-conditioned head of --sigma effect, refitted in closed form to each batch), so the advantage no longer
-    carries the later choices' noise; an unbiased control variate, since each later effect has mean zero under
-    the policy that acted (README, Results)"""
+    action-conditioned head of --sigma effect), so the advantage no longer carries the later choices' noise; an
+    unbiased control variate, since each later effect has mean zero under the policy that acted. With the
+    learned sigma and without the subtractions (`--sigma learned --no-subtract-later-effects
+    --no-subtract-earlier-effects`), P3O is P3O.md's (README, Results)"""
+    subtract_earlier_effects: bool = True
+    """subtract, likewise, what the decisions before each one in its episode are predicted to add to the rewards
+    ahead of it (drawn before its action, so also unbiased): what the value head has not yet learned of them"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
     # end P3O
@@ -276,18 +280,23 @@ def fit_effect_head(hidden, actions, residual, window, num_actions, ridge=1e-3):
     return head[:, :-1], head[:, -1]
 
 
-def later_effects(q, probs, actions, valid):
-    """--subtract-later-effects: what the decisions after t are predicted to add to the reward j steps after t.
-
-    That reward also answers to decisions t + 1 .. t + j. The effect of decision s at offset m is q[s, a_s, m] less
-    its policy-weighted mean over the actions; under the policy that acted it has mean zero whatever q predicts,
-    so subtracting the later decisions' effects leaves decision t's advantage unbiased and takes out the noise of
-    the later choices as far as q knows them. Returns later[t, n, j] = sum over s = t + 1 .. t + j of
-    effect[s, n, t + j - s]: 0 at j = 0 and past the rollout. Used only inside t's episode window, where every
-    such s belongs to t's episode. Shapes: q [T, N, A, H]; probs [T, N, A]; actions, valid [T, N]. Returns [T, N, H]."""
+def decision_effects(q, probs, actions, valid):
+    """The effect of each decision on the rewards ahead, as the action-conditioned head predicts it: effect[t, n, m]
+    = q[t, n, a_t, m] less its policy-weighted mean over the actions, 0 on autoreset steps (not decisions). Under the
+    policy that acted it has mean zero whatever q predicts, so subtracting other decisions' effects from the
+    rewards ahead of decision t leaves t's advantage unbiased and takes out their noise as far as q knows it.
+    Shapes: q [T, N, A, H]; probs [T, N, A]; actions, valid [T, N]. Returns [T, N, H]."""
     T, N, A, H = q.shape
     taken = q.gather(2, actions[:, :, None, None].expand(T, N, 1, H)).squeeze(2)
-    effect = (taken - torch.einsum("tnah,tna->tnh", q, probs)) * valid[..., None]  # autoreset steps are not decisions
+    return (taken - torch.einsum("tnah,tna->tnh", q, probs)) * valid[..., None]
+
+
+def later_effects(effect):
+    """--subtract-later-effects: what the decisions after t are predicted to add to the reward j steps after t,
+    which also answers to decisions t + 1 .. t + j: later[t, n, j] = sum over s = t + 1 .. t + j of
+    effect[s, n, t + j - s]; 0 at j = 0 and past the rollout. Used only inside t's episode window, where every
+    such s belongs to t's episode. Shapes: effect [T, N, H] (`decision_effects`). Returns [T, N, H]."""
+    T, N, H = effect.shape
     # arriving[u, n, d]: the effect of decision u - d on the reward of step u, then summed over decisions u - d .. u
     arriving = torch.zeros_like(effect)
     for d in range(min(H, T)):
@@ -297,6 +306,35 @@ def later_effects(q, probs, actions, valid):
     for j in range(1, min(H, T)):
         later[: T - j, :, j] = arriving[j:, :, j - 1]  # decisions t + 1 .. t + j
     return later
+
+
+def earlier_effects(effect, terminals):
+    """--subtract-earlier-effects: what the decisions before t in its episode are predicted to add to the reward
+    j steps after t. They were drawn before t's action, so this is a baseline of the history alone and t's
+    advantage stays unbiased; it takes out what the value head, which sees only t's state, has not yet learned of
+    them. earlier[t, n, j] = sum over s from t's episode start (or the rollout's) to t - 1, with t + j - s < H, of
+    effect[s, n, t + j - s]; 0 past the rollout. Shapes: effect [T, N, H] (`decision_effects`); terminals [T, N].
+    Returns [T, N, H]."""
+    T, N, H = effect.shape
+    steps = torch.arange(T, device=effect.device)
+    # since[t, n]: how many steps of t's episode precede t (one past the last terminal before t starts it).
+    ended = torch.where(terminals != 0, steps[:, None], -1)
+    since = steps[:, None] - torch.cat([torch.zeros_like(ended[:1]), ended[:-1].cummax(0).values + 1])
+    # arriving[u, n, d]: the effect of decision u - d on the reward of step u, then summed over decisions u - d .. u
+    arriving = torch.zeros_like(effect)
+    for d in range(min(H, T)):
+        arriving[d:, :, d] = effect[: T - d, :, d]
+    arriving = arriving.cumsum(2)
+    earlier = torch.zeros_like(effect)
+    for j in range(min(H, T)):
+        reach = (since[: T - j] + j).clamp(max=H - 1)  # back to t's episode start, or as far as the head reaches
+        earlier[: T - j, :, j] = arriving[j:].gather(2, reach[..., None]).squeeze(2) - arriving[j:, :, j]  # decisions t - 1 ..
+    return earlier
+
+
+def uses_effect_head(args):
+    """Whether a run needs the action-conditioned head: for --sigma effect or for either subtraction."""
+    return args.sigma == "effect" or args.subtract_later_effects or args.subtract_earlier_effects
 
 
 def variable_horizon(sigma, sigma_r, min_horizon=16, cut=0.95):
@@ -456,7 +494,7 @@ class Agent(nn.Module):
         # (Adam's steps jittered its A x H outputs, noise the subtraction summed back in). An action the policy
         # has stopped taking keeps q near 0, no effect.
         self.num_actions, self.horizon = num_actions, args.horizon
-        self.effect = layer_init(nn.Linear(width, num_actions * args.horizon), std=0) if args.sigma == "effect" or args.subtract_later_effects else None
+        self.effect = layer_init(nn.Linear(width, num_actions * args.horizon), std=0) if uses_effect_head(args) else None
         if self.effect is not None:
             self.effect.requires_grad_(False)
 
@@ -741,8 +779,12 @@ def train(args, checkpoint=None):
             if agent.effect is not None:  # the action-conditioned head on the whole rollout
                 hidden, probs, q = agent.get_action_effects(obs.reshape((-1,) + obs_shape))
                 probs, q = probs.view(args.num_steps, args.num_envs, -1), q.view(args.num_steps, args.num_envs, -1, args.horizon)
-            if args.subtract_later_effects:
-                baseline = mus + later_effects(q, probs, actions, valid)
+            if args.subtract_later_effects or args.subtract_earlier_effects:
+                effect = decision_effects(q, probs, actions, valid)
+                if args.subtract_later_effects:
+                    baseline = baseline + later_effects(effect)
+                if args.subtract_earlier_effects:
+                    baseline = baseline + earlier_effects(effect, terminals)
             if args.sigma == "fitted":
                 sigma = fitted_sigma(value_targets, mus, value_window, sigma, args.sigma_floor * sigma_r)
             elif args.sigma == "effect":

@@ -3,7 +3,7 @@
     python benchmarks/ocean_studies.py horizon      # p3o_ocean.py at H = 16, 32, 64, 128, 256 on every env
     python benchmarks/ocean_studies.py versus       # P3O (default H) against PPO at gamma 0.99 and at the best gamma of a sweep
     python benchmarks/ocean_studies.py delay        # the delay env at D = 1, 8, 32, 64, 100: each algorithm's score against D
-    python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off, sigma learned/fitted
+    python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off, sigma effect/fitted/learned, subtractions on/off
     python benchmarks/ocean_studies.py throughput   # SPS and the advantage's share of an iteration, P3O against GAE (alone)
     python benchmarks/ocean_studies.py all          # the five, in that order
 
@@ -43,15 +43,24 @@ ENVS = list(p3o_ocean.OCEAN_ENVS)
 # five studies fit one working session with two workers.
 BUDGETS = {"bandit": 393_216, "password": 262_144, "stochastic": 262_144, "squared": 524_288, "delay": 786_432, "forage": 655_360, "mixed": 655_360}
 HORIZONS = [16, 32, 64, 128, 256]
-# The rollout-tail bootstrap (the default before `--tail none`) at H = 32 and 128, on the envs where it made H matter,
-# with everything else at today's defaults. The full before/after across the three changes of default (cut,
-# tail, value-head init) is in the README, from this study's CSV at the commits named there.
-BEFORE = {"tail": "bootstrap"}
-BEFORE_ENVS = ["squared", "delay"]
+# P3O.md's advantage: the learned sigma and no subtraction (the defaults until 2026-11-22).
+P3O_MD = {"sigma": "learned", "subtract_later_effects": False, "subtract_earlier_effects": False}
+# Earlier defaults beside today's, at H = 32 and 128, on the envs where each made H matter: P3O.md's advantage
+# (the default until 2026-11-22), and the rollout-tail bootstrap (until `--tail none`). The
+# full before/after across the changes of default is in the README, from this study's CSV at the commits named there.
+BEFORE = [
+    ("P3O.md's advantage (old default)", P3O_MD, ["delay", "forage"]),
+    ("tail bootstrap (older default)", {"tail": "bootstrap"}, ["squared", "delay"]),
+]
 GAMMAS = [0.9, 0.99, 0.999]  # the PPO sweep; 0.99 is the untuned baseline
 DELAYS = [1, 8, 32, 64, 100]
 DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizon end
-ABLATIONS = {"weight_norm": "sum", "puf": 0.5, "horizon_cut": 0.95, "tail": "bootstrap", "sigma": "fitted"}  # each the value that is not the default
+# Each a choice that is not the default, with its label in the tables.
+ABLATIONS = [
+    ("weight norm sum", {"weight_norm": "sum"}), ("puf 0.5", {"puf": 0.5}), ("cut 0.95", {"horizon_cut": 0.95}), ("tail bootstrap", {"tail": "bootstrap"}),
+    ("sigma fitted", {"sigma": "fitted"}), ("sigma learned", {"sigma": "learned"}), ("no later subtraction", {"subtract_later_effects": False}),
+    ("no earlier subtraction", {"subtract_earlier_effects": False}), ("P3O.md's advantage", P3O_MD),
+]
 ABLATION_ENVS = ["delay", "forage"]  # long-horizon probes, where the choices can matter (budgeted to one session)
 ABLATION_DELAY = 32  # delay runs in the ablations use this D, where the horizon matters
 THROUGHPUT_STEPS = 262_144  # 8 iterations: the first one's start-up costs are a small share
@@ -245,26 +254,28 @@ def horizon_study(opts):
         holds = 32 in stats and 128 in stats and abs(stats[32][0] - stats[128][0]) <= max(stats[32][1], stats[128][1])
         table.append((env, cells, holds))
         print(f"{env:<12}" + "".join(f"{m:>9.3f} +-{s:.3f}" for _, m, s, _, _ in cells) + f"{'yes' if holds else 'NO':>26}")
-        ax.errorbar(opts.horizons, [c[1] for c in cells], yerr=[c[2] for c in cells], marker="o", capsize=3, label="default (no cut, tail none)")
+        ax.errorbar(opts.horizons, [c[1] for c in cells], yerr=[c[2] for c in cells], marker="o", capsize=3, label="default")
         ax.set_xscale("log", base=2)
         ax.set_xticks(opts.horizons, [str(H) for H in opts.horizons])
         ax.set_ylim(-0.05, 1.05)
         ax.set_title(env)
         ax.set_xlabel("horizon cap H")
         ax.set_ylabel("final score")
-    # The old default beside today's; a study of other settings (--set) has no "before".
-    before_envs = [] if opts.set else BEFORE_ENVS
-    before = run_all([spec("p3o", env, seed, opts.budget_scale, horizon=H, **BEFORE) for env in before_envs for seed in opts.seeds for H in (32, 128)], opts.workers, opts.fresh)
-    if before_envs:
-        print(f"\nwith {BEFORE}, the default before tail none (today's default: the table above)")
-    for ax, env in zip(axes, opts.envs):
-        if env in before_envs:
-            stats = [mean_std([r["score"] for r in seeds_of(before, env=env, horizon=H)]) for H in (32, 128)]
-            holds = abs(stats[0][0] - stats[1][0]) <= max(stats[0][1], stats[1][1])
-            print(f"{env:<12}" + "".join(f"{'H=' + str(H)}: {m:.3f} +-{s:.3f}   " for H, (m, s) in zip((32, 128), stats)) + ("invariant" if holds else "NOT invariant"))
-            ax.errorbar([32, 128], [m for m, _ in stats], yerr=[s for _, s in stats], marker="s", capsize=3, linestyle="--", label="tail bootstrap (old default)")
-            ax.legend(fontsize=7)
-    path = write_csv("horizon", rows + before, ["env", "horizon", "horizon_cut", "tail", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
+    # The old defaults beside today's; a study of other settings (--set) has no "before".
+    before = []
+    for (label, options, envs), marker in zip([] if opts.set else BEFORE, "sD"):
+        envs = [env for env in envs if env in opts.envs]
+        group = run_all([spec("p3o", env, seed, opts.budget_scale, horizon=H, **options) for env in envs for seed in opts.seeds for H in (32, 128)], opts.workers, opts.fresh)
+        before += group
+        print(f"\nwith {options}: {label}")
+        for ax, env in zip(axes, opts.envs):
+            if env in envs:
+                stats = [mean_std([r["score"] for r in seeds_of(group, env=env, horizon=H)]) for H in (32, 128)]
+                holds = abs(stats[0][0] - stats[1][0]) <= max(stats[0][1], stats[1][1])
+                print(f"{env:<12}" + "".join(f"{'H=' + str(H)}: {m:.4f} +-{s:.4f}   " for H, (m, s) in zip((32, 128), stats)) + ("invariant" if holds else "NOT invariant"))
+                ax.errorbar([32, 128], [m for m, _ in stats], yerr=[s for _, s in stats], marker=marker, capsize=3, linestyle="--", label=label)
+                ax.legend(fontsize=7)
+    path = write_csv("horizon", rows + before, ["env", "horizon", "sigma", "subtract_later_effects", "subtract_earlier_effects", "tail", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
     fig.suptitle(f"P3O horizon invariance: final score vs H ({len(opts.seeds)} seeds, mean +- std)")
     fig.tight_layout()
     fig.savefig(RESULTS / f"ocean_horizon{TAG}.png", dpi=110)
@@ -343,7 +354,7 @@ def ablation_study(opts):
     def options(env, **extra):
         return dict(extra, delay=ABLATION_DELAY) if env == "delay" else extra
 
-    configs = [("default", {})] + [(f"{flag}={value}", {flag: value}) for flag, value in ABLATIONS.items()]
+    configs = [("default", {})] + ABLATIONS
     specs = [spec("p3o", env, seed, opts.budget_scale, **options(env, **extra)) for env in ABLATION_ENVS for seed in opts.seeds for _, extra in configs]
     rows = run_all(specs, opts.workers, opts.fresh)
     for row, (label, _) in zip(rows, [c for _ in ABLATION_ENVS for _ in opts.seeds for c in configs]):
@@ -352,10 +363,11 @@ def ablation_study(opts):
     plt = pyplot()
     fig, axes = grid(plt, len(ABLATION_ENVS))
     print(f"\nablations (delay at D={ABLATION_DELAY}), final score mean +- std over seeds {opts.seeds} ({path})")
-    print(f"{'env':<12}" + "".join(f"{label:>22}" for label, _ in configs))
+    widths = [max(22, len(label) + 2) for label, _ in configs]
+    print(f"{'env':<12}" + "".join(f"{label:>{width}}" for (label, _), width in zip(configs, widths)))
     for ax, env in zip(axes, ABLATION_ENVS):
         stats = [mean_std([r["score"] for r in rows if r["env"] == env and r["config"] == label]) for label, _ in configs]
-        print(f"{env:<12}" + "".join(f"{m:>15.3f} +-{s:.3f}" for m, s in stats))
+        print(f"{env:<12}" + "".join(f"{m:>{width - 7}.3f} +-{s:.3f}" for (m, s), width in zip(stats, widths)))
         ax.bar(range(len(configs)), [m for m, _ in stats], yerr=[s for _, s in stats], capsize=3)
         ax.set_xticks(range(len(configs)), [label for label, _ in configs], rotation=30, ha="right", fontsize=7)
         ax.set_ylim(0, 1.05)
@@ -367,9 +379,10 @@ def ablation_study(opts):
 
 
 def throughput_study(opts):
-    """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, on squared and
-    delay, one process at a time and alternating, so the ratios are taken side by side (run it alone)."""
-    configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128})]
+    """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, and at H = 128 with
+    P3O.md's advantage (learned sigma, no effect head), on squared and delay, one process at a time and alternating, so the
+    ratios are taken side by side (run it alone)."""
+    configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}), ("H=128 P3O.md", "p3o", dict(P3O_MD, horizon=128))]
     rows = []
     for repeat in range(opts.repeats):
         for env in ("squared", "delay"):

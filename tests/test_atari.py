@@ -70,7 +70,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "fit_effect_head", "later_effects", "CHECKPOINT_KEYS"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "fit_effect_head", "decision_effects", "later_effects", "earlier_effects", "uses_effect_head", "CHECKPOINT_KEYS"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":
@@ -212,8 +212,9 @@ def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
     assert hidden.shape == (3, 512) and probs.shape == (3, 6) and q.shape == (3, 6, 8) and not q.any()
     assert not any(p.requires_grad for p in agent.effect.parameters())
     torch.testing.assert_close(probs.sum(-1), torch.ones(3))
-    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8)).effect is None  # the default builds no head
-    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, subtract_later_effects=True)).effect is not None
+    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8)).effect is not None  # the default builds the head
+    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="learned", subtract_later_effects=False, subtract_earlier_effects=False)).effect is None  # P3O.md's does not
+    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="learned", subtract_later_effects=False, subtract_earlier_effects=True)).effect is not None
     monkeypatch.chdir(tmp_path)
     subtracted = []
     original = p3o_atari.later_effects
@@ -238,7 +239,8 @@ P3O_TAGS = {"charts/horizon", "losses/value_nll", "charts/sigma_r", "charts/adva
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_smoke_run_on_breakout(script, tmp_path):
-    flags = ["--env-id", "Breakout-v5", "--total-timesteps", "512", "--num-envs", "4", "--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1", "--save-model"]
+    # 512 steps per env: a random game of Breakout lasts about 170 (4 x 128 ended one game, or none)
+    flags = ["--env-id", "Breakout-v5", "--total-timesteps", "1024", "--num-envs", "2", "--num-steps", "128", "--num-minibatches", "2", "--update-epochs", "1", "--save-model"]
     if script == "p3o_atari.py":
         flags += ["--horizon", "32"]
     run = run_script(ROOT / script, *flags, cwd=tmp_path)  # in this process; a real start-up: test_bad_flag_exits_before_any_env_starts
@@ -253,7 +255,7 @@ def test_smoke_run_on_breakout(script, tmp_path):
     events.Reload()
     expected = TAGS | (P3O_TAGS if script == "p3o_atari.py" else set())
     assert expected <= set(events.Tags()["scalars"]), expected - set(events.Tags()["scalars"])
-    assert [e.step for e in events.Scalars("charts/SPS")] == [128, 256, 384, 512]
+    assert [e.step for e in events.Scalars("charts/SPS")] == [256, 512, 768, 1024]
     if script == "p3o_atari.py":
         assert {"charts/log_sigma", "charts/weight_curve"} <= set(events.Tags()["histograms"])
         assert 16 <= events.Scalars("charts/horizon")[-1].value <= 32
@@ -264,7 +266,7 @@ def test_smoke_run_on_breakout(script, tmp_path):
     args = replace(module.Args(), **{k: v for k, v in checkpoint["args"].items()})
     agent = module.Agent((4, 84, 84), 4, args)
     agent.load_state_dict(checkpoint["model"])
-    assert checkpoint["global_step"] == 512
+    assert checkpoint["global_step"] == 1024
     scores, returns = events.Scalars("charts/score"), events.Scalars("charts/episodic_return")
     assert [e.value for e in scores] == [e.value for e in returns]  # an Atari game's score is its raw return
 
