@@ -280,52 +280,48 @@ def fit_effect_head(hidden, actions, residual, window, num_actions, ridge=1e-3):
     return head[:, :-1], head[:, -1]
 
 
-def decision_effects(q, probs, actions, valid):
-    """The effect of each decision on the rewards ahead, as the action-conditioned head predicts it: effect[t, n, m]
-    = q[t, n, a_t, m] less its policy-weighted mean over the actions, 0 on autoreset steps (not decisions). Under the
-    policy that acted it has mean zero whatever q predicts, so subtracting other decisions' effects from the
-    rewards ahead of decision t leaves t's advantage unbiased and takes out their noise as far as q knows it.
-    Shapes: q [T, N, A, H]; probs [T, N, A]; actions, valid [T, N]. Returns [T, N, H]."""
+def arriving_effects(q, probs, actions, valid):
+    """What each step's reward is predicted to get from the decisions up to it, as the action-conditioned head
+    sees them. The effect of decision s at offset m is q[s, a_s, m] less its policy-weighted mean over the actions
+    (0 on autoreset steps, not decisions); under the policy that acted it has mean zero whatever q predicts, so
+    subtracting other decisions' effects from the rewards ahead of a decision leaves its advantage unbiased and
+    takes out their noise as far as q knows it. Returns arriving[u, n, d] = sum over s = u - d .. u of
+    effect[s, n, u - s], the running sum over the decisions back from step u, for `later_effects` and
+    `earlier_effects`. Shapes: q [T, N, A, H]; probs [T, N, A]; actions, valid [T, N]. Returns [T, N, H]."""
     T, N, A, H = q.shape
     taken = q.gather(2, actions[:, :, None, None].expand(T, N, 1, H)).squeeze(2)
-    return (taken - torch.einsum("tnah,tna->tnh", q, probs)) * valid[..., None]
+    effect = (taken - torch.einsum("tnah,tna->tnh", q, probs)) * valid[..., None]
+    arriving = torch.zeros_like(effect)
+    for d in range(min(H, T)):
+        arriving[d:, :, d] = effect[: T - d, :, d]  # decision u - d's effect on the reward of step u
+    return arriving.cumsum(2)
 
 
-def later_effects(effect):
+def later_effects(arriving):
     """--subtract-later-effects: what the decisions after t are predicted to add to the reward j steps after t,
     which also answers to decisions t + 1 .. t + j: later[t, n, j] = sum over s = t + 1 .. t + j of
     effect[s, n, t + j - s]; 0 at j = 0 and past the rollout. Used only inside t's episode window, where every
-    such s belongs to t's episode. Shapes: effect [T, N, H] (`decision_effects`). Returns [T, N, H]."""
-    T, N, H = effect.shape
-    # arriving[u, n, d]: the effect of decision u - d on the reward of step u, then summed over decisions u - d .. u
-    arriving = torch.zeros_like(effect)
-    for d in range(min(H, T)):
-        arriving[d:, :, d] = effect[: T - d, :, d]
-    arriving = arriving.cumsum(2)
-    later = torch.zeros_like(effect)
+    such s belongs to t's episode. Shapes: arriving [T, N, H] (`arriving_effects`). Returns [T, N, H]."""
+    T, N, H = arriving.shape
+    later = torch.zeros_like(arriving)
     for j in range(1, min(H, T)):
         later[: T - j, :, j] = arriving[j:, :, j - 1]  # decisions t + 1 .. t + j
     return later
 
 
-def earlier_effects(effect, terminals):
+def earlier_effects(arriving, terminals):
     """--subtract-earlier-effects: what the decisions before t in its episode are predicted to add to the reward
     j steps after t. They were drawn before t's action, so this is a baseline of the history alone and t's
     advantage stays unbiased; it takes out what the value head, which sees only t's state, has not yet learned of
     them. earlier[t, n, j] = sum over s from t's episode start (or the rollout's) to t - 1, with t + j - s < H, of
-    effect[s, n, t + j - s]; 0 past the rollout. Shapes: effect [T, N, H] (`decision_effects`); terminals [T, N].
+    effect[s, n, t + j - s]; 0 past the rollout. Shapes: arriving [T, N, H] (`arriving_effects`); terminals [T, N].
     Returns [T, N, H]."""
-    T, N, H = effect.shape
-    steps = torch.arange(T, device=effect.device)
+    T, N, H = arriving.shape
+    steps = torch.arange(T, device=arriving.device)
     # since[t, n]: how many steps of t's episode precede t (one past the last terminal before t starts it).
     ended = torch.where(terminals != 0, steps[:, None], -1)
     since = steps[:, None] - torch.cat([torch.zeros_like(ended[:1]), ended[:-1].cummax(0).values + 1])
-    # arriving[u, n, d]: the effect of decision u - d on the reward of step u, then summed over decisions u - d .. u
-    arriving = torch.zeros_like(effect)
-    for d in range(min(H, T)):
-        arriving[d:, :, d] = effect[: T - d, :, d]
-    arriving = arriving.cumsum(2)
-    earlier = torch.zeros_like(effect)
+    earlier = torch.zeros_like(arriving)
     for j in range(min(H, T)):
         reach = (since[: T - j] + j).clamp(max=H - 1)  # back to t's episode start, or as far as the head reaches
         earlier[: T - j, :, j] = arriving[j:].gather(2, reach[..., None]).squeeze(2) - arriving[j:, :, j]  # decisions t - 1 ..
@@ -780,11 +776,11 @@ def train(args, checkpoint=None):
                 hidden, probs, q = agent.get_action_effects(obs.reshape((-1,) + obs_shape))
                 probs, q = probs.view(args.num_steps, args.num_envs, -1), q.view(args.num_steps, args.num_envs, -1, args.horizon)
             if args.subtract_later_effects or args.subtract_earlier_effects:
-                effect = decision_effects(q, probs, actions, valid)
+                arriving = arriving_effects(q, probs, actions, valid)
                 if args.subtract_later_effects:
-                    baseline = baseline + later_effects(effect)
+                    baseline = baseline + later_effects(arriving)
                 if args.subtract_earlier_effects:
-                    baseline = baseline + earlier_effects(effect, terminals)
+                    baseline = baseline + earlier_effects(arriving, terminals)
             if args.sigma == "fitted":
                 sigma = fitted_sigma(value_targets, mus, value_window, sigma, args.sigma_floor * sigma_r)
             elif args.sigma == "effect":

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import KERNEL, host_advantage, reference_advantage
-from p3o_ocean import MAX_SIGMA, decision_effects, earlier_effects, effect_sigma, episode_windows, fit_effect_head, fitted_sigma, later_effects, p3o_advantage, variable_horizon
+from p3o_ocean import MAX_SIGMA, arriving_effects, earlier_effects, effect_sigma, episode_windows, fit_effect_head, fitted_sigma, later_effects, p3o_advantage, variable_horizon
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -246,13 +246,13 @@ def test_later_effects_sum_each_later_decisions_effect_at_the_right_offset():
     q = torch.zeros(3, 1, 2, 3)
     q[:, :, 1] = torch.arange(1.0, 4.0)
     probs, actions, valid = torch.full((3, 1, 2), 0.5), torch.tensor([[1], [0], [1]]), torch.ones(3, 1)
-    later = later_effects(decision_effects(q, probs, actions, valid))
+    later = later_effects(arriving_effects(q, probs, actions, valid))
     # The reward 1 step after decision 0 answers to decision 1 at its offset 0 (-0.5); the reward 2 steps after it
     # to decision 1 at offset 1 (-1) and decision 2 at offset 0 (+0.5). Decision 1: decision 2 at offset 0.
     # Offset 0 never has a later decision, and rewards past the rollout (t + j >= 3) get nothing.
     torch.testing.assert_close(later[:, 0], torch.tensor([[0.0, -0.5, -0.5], [0.0, 0.5, 0.0], [0.0, 0.0, 0.0]]))
     # An autoreset step (valid 0) is not a decision: decision 1 contributes nothing.
-    later = later_effects(decision_effects(q, probs, actions, torch.tensor([[1.0], [0.0], [1.0]])))
+    later = later_effects(arriving_effects(q, probs, actions, torch.tensor([[1.0], [0.0], [1.0]])))
     torch.testing.assert_close(later[:, 0], torch.tensor([[0.0, 0.0, 0.5], [0.0, 0.5, 0.0], [0.0, 0.0, 0.0]]))
 
 
@@ -264,12 +264,12 @@ def test_later_effects_have_mean_zero_under_the_policy_that_acted():
     q = torch.randn(T, 1, A, H, generator=generator, dtype=torch.float64).expand(T, N, A, H)
     probs = torch.softmax(2 * torch.randn(T, 1, A, generator=generator, dtype=torch.float64), -1).expand(T, N, A)
     actions = torch.multinomial(probs.reshape(-1, A), 1, generator=generator).view(T, N)
-    later = later_effects(decision_effects(q, probs, actions, torch.ones(T, N, dtype=torch.float64)))
+    later = later_effects(arriving_effects(q, probs, actions, torch.ones(T, N, dtype=torch.float64)))
     assert later.abs().amax() > 0.5  # each draw is moved
     assert later.mean(1).abs().amax() < 0.05  # the average over draws is not (standard error about 0.015)
     # Centred on a wrong policy (uniform), the same draws are biased.
     uniform = torch.full_like(probs, 1 / A)
-    assert later_effects(decision_effects(q, uniform, actions, torch.ones(T, N, dtype=torch.float64))).mean(1).abs().amax() > 0.2
+    assert later_effects(arriving_effects(q, uniform, actions, torch.ones(T, N, dtype=torch.float64))).mean(1).abs().amax() > 0.2
 
 
 @pytest.mark.parametrize("T, H", [(9, 4), (5, 8)])
@@ -286,8 +286,9 @@ def test_earlier_effects_sum_the_earlier_decisions_of_the_same_episode(T, H):
     terminals = (torch.rand(T, N, generator=generator) < 0.3).double()
     valid = torch.ones(T, N, dtype=torch.float64)
     valid[1:][terminals[:-1] != 0] = 0.0  # EnvPool's way: the step after a done is the reset
-    effect = decision_effects(q, probs, actions, valid)
-    earlier = earlier_effects(effect, terminals)
+    earlier = earlier_effects(arriving_effects(q, probs, actions, valid), terminals)
+    taken = q.gather(2, actions[:, :, None, None].expand(T, N, 1, H)).squeeze(2)
+    effect = (taken - (q * probs[..., None]).sum(2)) * valid[..., None]  # each decision's effect, as the head sees it
     expected = torch.zeros(T, N, H, dtype=torch.float64)
     for n in range(N):
         for t in range(T):
@@ -300,7 +301,7 @@ def test_earlier_effects_sum_the_earlier_decisions_of_the_same_episode(T, H):
     for t in range(T):
         other = actions.clone()
         other[t:] = (other[t:] + 1) % A
-        moved = earlier_effects(decision_effects(q, probs, other, valid), terminals)
+        moved = earlier_effects(arriving_effects(q, probs, other, valid), terminals)
         torch.testing.assert_close(moved[t], earlier[t])
 
 
@@ -325,7 +326,7 @@ def test_subtracting_later_effects_makes_the_delayed_advantage_independent_of_h(
             mu[: T - j, :, j] = rewards[j:]
         sigma = torch.ones(H)
         plain[H], _ = p3o_advantage(rewards, terminals, mu, sigma, 0.5, cut=0.0)
-        corrected[H], _ = p3o_advantage(rewards, terminals, mu + later_effects(decision_effects(q, probs, actions, valid)), sigma, 0.5, cut=0.0)
+        corrected[H], _ = p3o_advantage(rewards, terminals, mu + later_effects(arriving_effects(q, probs, actions, valid)), sigma, 0.5, cut=0.0)
         torch.testing.assert_close(corrected[H][:seen], own[:seen])
     assert (plain[32][:seen] - own[:seen]).std() > 2 * (plain[8][:seen] - own[:seen]).std()  # 28 flips against 4
 
