@@ -810,7 +810,7 @@ class Agent(nn.Module):
         # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
         self.critic = layer_init(nn.Linear(hidden_size, horizon), std=0)
         self.log_sigma = nn.Parameter(torch.zeros(horizon))
-        # --sigma effect, --subtract-later-effects: q[a, j] predicts how far the reward j steps ahead of action a
+        # --sigma effect and both subtractions: q[a, j] predicts how far the reward j steps ahead of action a
         # lands from mu[j] (the taken action's part of the value residual), read off the trunk's features without
         # training them, so the head measures the action's effect and changes nothing else. No optimizer moves
         # it: every iteration fit_effect_head refits it in closed form to the batch just used, for the next one
