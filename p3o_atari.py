@@ -207,6 +207,8 @@ def make_envs(args, device):
 # ---------------------------------------------------------------------------------------------------------
 # P3O: the advantage, the PyTorch twin of kernels/advantage.cu and the kernel itself through CuPy
 MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
+# The effect head's candidate ridges, in units of the gram's mean eigenvalue; fit_effect_head picks one per action.
+EFFECT_RIDGES = 10.0 ** torch.arange(-4.0, 5.0)
 
 
 def episode_windows(rewards, terminals, horizon, tail_mu=None):
@@ -260,23 +262,50 @@ def effect_sigma(targets, mu, probs, q, window, floor=0.0):
     return omega.clamp(MIN_SIGMA**2, MAX_SIGMA**2).rsqrt()
 
 
-def fit_effect_head(hidden, actions, residual, window, num_actions, ridge=1e-3):
+def fit_effect_head(hidden, actions, residual, window, num_actions, num_envs):
     """The action-conditioned head in closed form: for each action a, the ridge least-squares fit of
     q[a, j] = w[a, j] . hidden + b[a, j] to the value residuals (reward - mu) j steps ahead of the decisions that
-    took a. Offsets outside a decision's window count as residual 0; autoreset steps (window 0) are left out. The
-    ridge term, `ridge` times the action's count, keeps an action seldom taken near q = 0: no effect. Returns the
-    head's weight [A * H, F] and bias [A * H]. Shapes: hidden [B, F]; actions, window [B]; residual [B, H]."""
+    took a. Offsets outside a decision's window count as residual 0; autoreset steps (window 0) are left out.
+
+    The ridge is chosen per action by two-fold cross-validation among EFFECT_RIDGES (times the gram's mean
+    eigenvalue) and q = 0, no effect: the folds are the two halves of the envs (of the rollout, with one env),
+    independent streams, where leave-one-out would let a decision's neighbours in time vouch for it. Where the
+    features do not predict an action's effect out of sample (Breakout's 512 features against ~250 decisions per
+    action and batch), the head stays at or near 0 instead of fitting the batch's noise, which the subtractions
+    would add to the advantage. An action nobody took keeps q = 0. Returns the head's weight [A * H, F] and bias
+    [A * H]. Shapes: hidden [B, F], its rows time-major ([T, N] flattened); actions, window [B]; residual [B, H]."""
     B, H = residual.shape
-    x = torch.cat([hidden, hidden.new_ones(B, 1)], 1)  # the bias as a last feature
-    residual = torch.where(torch.arange(H, device=residual.device) < window[:, None], residual, 0.0)
-    eye = torch.eye(x.shape[1], dtype=torch.float64, device=x.device)
+    x = torch.cat([hidden, hidden.new_ones(B, 1)], 1).double()  # the bias as a last feature
+    residual = torch.where(torch.arange(H, device=residual.device) < window[:, None], residual, 0.0).double()
+    rows = torch.arange(B, device=x.device)
+    fold = rows % num_envs >= num_envs / 2 if num_envs > 1 else rows >= B / 2
+    ridges, eye = EFFECT_RIDGES.to(x), torch.eye(x.shape[1], dtype=x.dtype, device=x.device)
     head = []
     for a in range(num_actions):
         took = (actions == a) & (window > 0)
-        xa, ra = x[took], residual[took]
-        gram = (xa.T @ xa).double() + ridge * (len(xa) + 1) * eye
-        head.append(torch.linalg.solve(gram, (xa.T @ ra).double()).T.to(x.dtype))  # [H, F + 1]
-    head = torch.cat(head)  # [A * H, F + 1], in q's order [A, H]
+        halves = [(x[took & (fold == half)], residual[took & (fold == half)]) for half in (False, True)]
+        if min(len(xs) for xs, _ in halves) == 0:  # too few decisions to validate a fit: no effect
+            head.append(x.new_zeros(H, x.shape[1]))
+            continue
+        moments = [(xs.T @ xs, xs.T @ ys, ys.square().sum()) for xs, ys in halves]
+        # Each ridge's squared error on the other half, both ways round; the last entry is q = 0's. In the
+        # eigenbasis of the fitting half's gram its fit is vecs @ (d * z), so the error needs only the moments.
+        errors = x.new_zeros(len(ridges) + 1)
+        for (gram, cross, _), (gram_out, cross_out, square_out) in (moments, moments[::-1]):
+            evals, vecs = torch.linalg.eigh(gram)
+            d = 1.0 / (evals.clamp(min=0) + ridges[:, None] * gram.trace() / len(gram))  # [ridges, F + 1]
+            z = vecs.T @ cross
+            fit_dot_out = d @ ((vecs.T @ cross_out) * z).sum(1)  # sum over the other half of prediction . residual
+            fit_square = ((d @ ((vecs.T @ gram_out @ vecs) * (z @ z.T))) * d).sum(1)  # and of prediction^2
+            errors[:-1] += square_out - 2 * fit_dot_out + fit_square
+            errors[-1] += square_out
+        best = int(errors.argmin())
+        if best == len(ridges):
+            head.append(x.new_zeros(H, x.shape[1]))
+            continue
+        gram, cross = moments[0][0] + moments[1][0], moments[0][1] + moments[1][1]
+        head.append(torch.linalg.solve(gram + ridges[best] * gram.trace() / len(gram) * eye, cross).T)  # [H, F + 1]
+    head = torch.cat(head).to(hidden.dtype)  # [A * H, F + 1], in q's order [A, H]
     return head[:, :-1], head[:, -1]
 
 
@@ -865,7 +894,7 @@ def train(args, checkpoint=None):
         timer.lap("update")
         # P3O: the action-conditioned head, refitted in closed form
         if agent.effect is not None:  # refit the head to this batch, for the next (fitted to the batch it corrects, it would depend on its actions)
-            weight, bias = fit_effect_head(hidden, actions.reshape(-1), (value_targets - mus).reshape(args.batch_size, -1), value_window.reshape(-1), agent.num_actions)
+            weight, bias = fit_effect_head(hidden, actions.reshape(-1), (value_targets - mus).reshape(args.batch_size, -1), value_window.reshape(-1), agent.num_actions, args.num_envs)
             agent.effect.weight.copy_(weight)
             agent.effect.bias.copy_(bias)
             timer.lap("advantage")
@@ -876,6 +905,11 @@ def train(args, checkpoint=None):
             y_true = mb_value_targets[kept]
             var_y = y_true.var()
             explained_var = float("nan") if var_y == 0 else float(1 - residual[kept].var() / var_y)
+            # and of their sums over each decision's window, what the advantage subtracts: per-step rewards can be
+            # unpredictable one by one (Breakout's: explained variance ~0) while their sum is predicted well
+            rows = kept.any(1)
+            sum_var = torch.where(kept, mb_value_targets, 0.0).sum(1)[rows].var()
+            window_explained_var = float("nan") if not sum_var > 0 else float(1 - residual.sum(1)[rows].var() / sum_var)
             horizon = int(variable_horizon(sigma, sigma_r, args.min_horizon, args.horizon_cut))
             # end P3O
             ended = episode_lengths > 0
@@ -899,9 +933,10 @@ def train(args, checkpoint=None):
         writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
-        # P3O: the horizon the weights chose, the value NLL, the spread of the batch's rewards, the advantage's
-        # size, and the learned weight curve (the precision 1/sigma^2 is exp(-2 log_sigma))
+        # P3O: the horizon the weights chose, how well mu's window sums are predicted, the value NLL, the spread of
+        # the batch's rewards, the advantage's size, and the learned weight curve (the precision 1/sigma^2 is exp(-2 log_sigma))
         writer.add_scalar("charts/horizon", horizon, global_step)
+        writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
         writer.add_scalar("losses/value_nll", v_loss.item(), global_step)
         writer.add_scalar("charts/sigma_r", sigma_r, global_step)
         writer.add_scalar("charts/window_mean", window[real].float().mean().item(), global_step)

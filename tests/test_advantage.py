@@ -216,8 +216,8 @@ def test_effect_sigma_weighs_each_offset_by_its_share_of_the_actions_total_effec
 
 def test_fit_effect_head_recovers_each_actions_linear_residuals_inside_the_windows():
     """Residuals that are an exact linear function of the features, a different one per action: the closed-form
-    fit recovers it (up to the small ridge), reads offsets outside a window as 0, ignores autoreset steps, and
-    leaves an action nobody took at q = 0."""
+    fit recovers it (cross-validation picks a small ridge), reads offsets outside a window as 0, ignores autoreset
+    steps, and leaves an action nobody took at q = 0."""
     generator = torch.Generator().manual_seed(2)
     B, F, A, H = 4000, 5, 3, 4
     hidden = torch.randn(B, F, generator=generator)
@@ -228,7 +228,7 @@ def test_fit_effect_head_recovers_each_actions_linear_residuals_inside_the_windo
     window[:1000] = 2  # offsets 2 and 3 of these decisions are outside their windows: they count as 0
     window[1000:1100] = 0  # autoreset steps: their residuals are garbage and must not count
     residual[1000:1100] = 1e6
-    weight, bias = fit_effect_head(hidden, actions, residual, window, A)
+    weight, bias = fit_effect_head(hidden, actions, residual, window, A, num_envs=8)
     assert weight.shape == (A * H, F) and bias.shape == (A * H,)
     weight, bias = weight.view(A, H, F), bias.view(A, H)
     torch.testing.assert_close(weight[:2, :2], true_w[:2, :2], atol=0.02, rtol=0.0)
@@ -238,6 +238,29 @@ def test_fit_effect_head_recovers_each_actions_linear_residuals_inside_the_windo
     assert not weight[2].any() and not bias[2].any()
     q = torch.einsum("ahf,bf->bah", weight, hidden) + bias
     assert q.abs().max() < 100  # the autoreset rows' 1e6 did not leak in
+
+
+@pytest.mark.parametrize("num_envs", [8, 1])
+def test_fit_effect_head_stays_at_no_effect_where_the_features_predict_nothing_out_of_sample(num_envs):
+    """Residuals that are pure noise, against many features and few decisions per action (Breakout's regime:
+    512 features, ~250 decisions): a least-squares fit interpolates the batch's noise, and the subtractions would
+    add it to the advantage. Cross-validation across the halves of the envs (of the rollout, with one env) must
+    keep q at no effect, or so near it that q on fresh states stays far below the noise it would have fitted."""
+    generator = torch.Generator().manual_seed(3)
+    B, F, A, H = 1024, 512, 4, 8
+    hidden = torch.randn(B, F, generator=generator).relu()
+    actions = torch.randint(0, A, (B,), generator=generator)
+    residual = torch.randn(B, H, generator=generator)
+    weight, bias = fit_effect_head(hidden, actions, residual, torch.full((B,), H), A, num_envs)
+    fresh = torch.randn(B, F, generator=generator).relu()
+    q = fresh @ weight.T + bias
+    assert q.std() < 0.05  # an interpolating fit gives q of the residuals' own size, std ~1
+    # The same features with a real effect of action 0 (its residuals shifted by +1 at every offset): that is
+    # predictable out of sample, and the head finds it.
+    residual[actions == 0] += 1.0
+    weight, bias = fit_effect_head(hidden, actions, residual, torch.full((B,), H), A, num_envs)
+    q = (fresh @ weight.T + bias).view(B, A, H)
+    assert (q[:, 0].mean() - 1.0).abs() < 0.2 and q[:, 1:].abs().mean() < 0.1
 
 
 def test_later_effects_sum_each_later_decisions_effect_at_the_right_offset():
