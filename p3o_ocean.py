@@ -550,8 +550,8 @@ OCEAN_ENVS = {
 # ALGO LOGIC: the P3O advantage (the PyTorch twin of kernels/advantage.cu)
 # ---------------------------------------------------------------------------------------------------------
 MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
-# The effect head's candidate ridges, in units of the gram's mean eigenvalue; fit_effect_head picks one per action.
-EFFECT_RIDGES = 10.0 ** torch.arange(-4.0, 5.0)
+# The effect head's candidate ridges, per decision fitted (fit_effect_head picks one per action and offset).
+EFFECT_RIDGES = 10.0 ** torch.arange(-3.0, 6.0)
 
 
 def episode_windows(rewards, terminals, horizon, tail_mu=None):
@@ -610,19 +610,20 @@ def fit_effect_head(hidden, actions, residual, window, num_actions, num_envs):
     q[a, j] = w[a, j] . hidden + b[a, j] to the value residuals (reward - mu) j steps ahead of the decisions that
     took a. Offsets outside a decision's window count as residual 0; autoreset steps (window 0) are left out.
 
-    The ridge is chosen per action by two-fold cross-validation among EFFECT_RIDGES (times the gram's mean
-    eigenvalue) and q = 0, no effect: the folds are the two halves of the envs (of the rollout, with one env),
-    independent streams, where leave-one-out would let a decision's neighbours in time vouch for it. Where the
-    features do not predict an action's effect out of sample (Breakout's 512 features against ~250 decisions per
-    action and batch), the head stays at or near 0 instead of fitting the batch's noise, which the subtractions
-    would add to the advantage. An action nobody took keeps q = 0. Returns the head's weight [A * H, F] and bias
-    [A * H]. Shapes: hidden [B, F], its rows time-major ([T, N] flattened); actions, window [B]; residual [B, H]."""
+    The ridge is chosen for each action and offset by two-fold cross-validation among EFFECT_RIDGES (times the
+    number of decisions fitted) and q = 0, no effect: the folds are the two halves of the envs (of the rollout,
+    with one env), independent streams, where leave-one-out would let a decision's neighbours in time vouch for it.
+    Where the features do not predict an action's effect at an offset out of sample (Breakout's 512 features
+    against ~250 decisions per action and batch), q stays at or near 0 there instead of fitting the batch's noise,
+    which the subtractions would add to the advantage; where they do (the Ocean envs' rewarded offsets), the ridge
+    stays small. An action nobody took keeps q = 0. Returns the head's weight [A * H, F] and bias [A * H].
+    Shapes: hidden [B, F], its rows time-major ([T, N] flattened); actions, window [B]; residual [B, H]."""
     B, H = residual.shape
     x = torch.cat([hidden, hidden.new_ones(B, 1)], 1).double()  # the bias as a last feature
     residual = torch.where(torch.arange(H, device=residual.device) < window[:, None], residual, 0.0).double()
     rows = torch.arange(B, device=x.device)
     fold = rows % num_envs >= num_envs / 2 if num_envs > 1 else rows >= B / 2
-    ridges, eye = EFFECT_RIDGES.to(x), torch.eye(x.shape[1], dtype=x.dtype, device=x.device)
+    ridges = torch.cat([EFFECT_RIDGES.to(x), x.new_tensor([math.inf])])  # the last: q = 0
     head = []
     for a in range(num_actions):
         took = (actions == a) & (window > 0)
@@ -630,24 +631,21 @@ def fit_effect_head(hidden, actions, residual, window, num_actions, num_envs):
         if min(len(xs) for xs, _ in halves) == 0:  # too few decisions to validate a fit: no effect
             head.append(x.new_zeros(H, x.shape[1]))
             continue
-        moments = [(xs.T @ xs, xs.T @ ys, ys.square().sum()) for xs, ys in halves]
-        # Each ridge's squared error on the other half, both ways round; the last entry is q = 0's. In the
-        # eigenbasis of the fitting half's gram its fit is vecs @ (d * z), so the error needs only the moments.
-        errors = x.new_zeros(len(ridges) + 1)
-        for (gram, cross, _), (gram_out, cross_out, square_out) in (moments, moments[::-1]):
+        moments = [(xs.T @ xs, xs.T @ ys, ys.square().sum(0), len(xs)) for xs, ys in halves]
+        # Each ridge's squared error on the other half at each offset, both ways round. In the eigenbasis of the
+        # fitting half's gram its fit is d * z, so the error needs only the two halves' moments.
+        errors = x.new_zeros(len(ridges), H)
+        for (gram, cross, _, count), (gram_out, cross_out, square_out, _) in (moments, moments[::-1]):
             evals, vecs = torch.linalg.eigh(gram)
-            d = 1.0 / (evals.clamp(min=0) + ridges[:, None] * gram.trace() / len(gram))  # [ridges, F + 1]
-            z = vecs.T @ cross
-            fit_dot_out = d @ ((vecs.T @ cross_out) * z).sum(1)  # sum over the other half of prediction . residual
-            fit_square = ((d @ ((vecs.T @ gram_out @ vecs) * (z @ z.T))) * d).sum(1)  # and of prediction^2
-            errors[:-1] += square_out - 2 * fit_dot_out + fit_square
-            errors[-1] += square_out
-        best = int(errors.argmin())
-        if best == len(ridges):
-            head.append(x.new_zeros(H, x.shape[1]))
-            continue
+            d = 1.0 / (evals.clamp(min=0) + ridges[:, None] * (count + 1))  # [ridges, F + 1]
+            fits = d[:, :, None] * (vecs.T @ cross)  # [ridges, F + 1, H]
+            fit_dot_out = (fits * (vecs.T @ cross_out)).sum(1)  # sum over the other half of prediction . residual
+            fit_square = (fits * (vecs.T @ gram_out @ vecs @ fits)).sum(1)  # and of prediction^2
+            errors += square_out - 2 * fit_dot_out + fit_square
         gram, cross = moments[0][0] + moments[1][0], moments[0][1] + moments[1][1]
-        head.append(torch.linalg.solve(gram + ridges[best] * gram.trace() / len(gram) * eye, cross).T)  # [H, F + 1]
+        evals, vecs = torch.linalg.eigh(gram)
+        ridge = ridges[errors.argmin(0)] * (took.sum() + 1)  # [H]; inf where q = 0 won
+        head.append((vecs @ ((vecs.T @ cross) / (evals.clamp(min=0)[:, None] + ridge))).T)  # [H, F + 1]
     head = torch.cat(head).to(hidden.dtype)  # [A * H, F + 1], in q's order [A, H]
     return head[:, :-1], head[:, -1]
 

@@ -245,7 +245,8 @@ def test_fit_effect_head_stays_at_no_effect_where_the_features_predict_nothing_o
     """Residuals that are pure noise, against many features and few decisions per action (Breakout's regime:
     512 features, ~250 decisions): a least-squares fit interpolates the batch's noise, and the subtractions would
     add it to the advantage. Cross-validation across the halves of the envs (of the rollout, with one env) must
-    keep q at no effect, or so near it that q on fresh states stays far below the noise it would have fitted."""
+    keep q at no effect, or so near it that q on fresh states stays far below the noise it would have fitted (the
+    choice is made per offset, so by chance some offsets keep a heavily shrunk fit)."""
     generator = torch.Generator().manual_seed(3)
     B, F, A, H = 1024, 512, 4, 8
     hidden = torch.randn(B, F, generator=generator).relu()
@@ -254,7 +255,7 @@ def test_fit_effect_head_stays_at_no_effect_where_the_features_predict_nothing_o
     weight, bias = fit_effect_head(hidden, actions, residual, torch.full((B,), H), A, num_envs)
     fresh = torch.randn(B, F, generator=generator).relu()
     q = fresh @ weight.T + bias
-    assert q.std() < 0.05  # an interpolating fit gives q of the residuals' own size, std ~1
+    assert q.std() < 0.1  # the fixed ridge's interpolating fit gives q of the residuals' own size: std 1.01
     # The same features with a real effect of action 0 (its residuals shifted by +1 at every offset): that is
     # predictable out of sample, and the head finds it.
     residual[actions == 0] += 1.0
