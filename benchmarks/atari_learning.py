@@ -42,6 +42,7 @@ def main():
     parser.add_argument("--total-timesteps", type=int, default=60000)
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--random-games", type=int, default=100)
+    parser.add_argument("--tag", default="", help="suffix for the CSV and PNG names (e.g. _200k), so another protocol keeps the main files")
     options = parser.parse_args()
 
     rows, final = [], {}
@@ -55,12 +56,17 @@ def main():
             rows += [{"script": script, "seed": seed, "step": step, "episodic_return": round(value, 3)} for step, value in curve]
             last = [value for step, value in curve if step > 0.75 * options.total_timesteps]
             final[script, seed] = float(np.mean(last)) if last else float("nan")
+            entropy = [value for _, _, value in scalars(run_dir, "losses/entropy")]
+            # explained variance over the last 5 iterations: PPO's of its returns; P3O's of its per-offset rewards
+            # and of their sums over each decision's window (what its advantage subtracts)
+            explained = {tag: [value for _, _, value in scalars(run_dir, f"losses/{tag}")][-5:] for tag in ("explained_variance", "window_explained_variance")}
             print(f"{script} seed {seed}: final return {final[script, seed]:.2f} over {len(last)} iterations with games; "
-                  f"mean game length {np.mean(lengths[-len(last):]) if last else float('nan'):.0f}; {run_dir.name}", flush=True)
+                  f"mean game length {np.mean(lengths[-len(last):]) if last else float('nan'):.0f}; entropy {entropy[0]:.3f} -> {entropy[-1]:.3f}; "
+                  + ", ".join(f"{tag} {np.mean(values):.2f}" for tag, values in explained.items() if values) + f"; {run_dir.name}", flush=True)
     random = random_returns(options.env_id, options.random_games, seed=options.seeds[0])
 
     name = options.env_id.replace("/", "_")
-    out = ROOT / "benchmarks" / "results" / f"atari_learning_{name}.csv"
+    out = ROOT / "benchmarks" / "results" / f"atari_learning_{name}{options.tag}.csv"
     with open(out, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()
