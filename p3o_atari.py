@@ -262,6 +262,17 @@ def effect_sigma(targets, mu, probs, q, window, floor=0.0):
     return omega.clamp(MIN_SIGMA**2, MAX_SIGMA**2).rsqrt()
 
 
+def gram_eigh(gram):
+    """torch.linalg.eigh of a gram matrix, or, where LAPACK fails to converge on it (many repeated eigenvalues:
+    it happened on Breakout at 200k steps), the SVD of the same symmetric positive semi-definite matrix, which is
+    the same decomposition in another order. Returns (eigenvalues, eigenvectors as columns)."""
+    try:
+        return torch.linalg.eigh(gram)
+    except torch.linalg.LinAlgError:
+        vecs, evals, _ = torch.linalg.svd(gram)
+        return evals, vecs
+
+
 def fit_effect_head(hidden, actions, residual, window, num_actions, num_envs):
     """The action-conditioned head in closed form: for each action a, the ridge least-squares fit of
     q[a, j] = w[a, j] . hidden + b[a, j] to the value residuals (reward - mu) j steps ahead of the decisions that
@@ -293,14 +304,14 @@ def fit_effect_head(hidden, actions, residual, window, num_actions, num_envs):
         # fitting half's gram its fit is d * z, so the error needs only the two halves' moments.
         errors = x.new_zeros(len(ridges), H)
         for (gram, cross, _, count), (gram_out, cross_out, square_out, _) in (moments, moments[::-1]):
-            evals, vecs = torch.linalg.eigh(gram)
+            evals, vecs = gram_eigh(gram)
             d = 1.0 / (evals.clamp(min=0) + ridges[:, None] * (count + 1))  # [ridges, F + 1]
             fits = d[:, :, None] * (vecs.T @ cross)  # [ridges, F + 1, H]
             fit_dot_out = (fits * (vecs.T @ cross_out)).sum(1)  # sum over the other half of prediction . residual
             fit_square = (fits * (vecs.T @ gram_out @ vecs @ fits)).sum(1)  # and of prediction^2
             errors += square_out - 2 * fit_dot_out + fit_square
         gram, cross = moments[0][0] + moments[1][0], moments[0][1] + moments[1][1]
-        evals, vecs = torch.linalg.eigh(gram)
+        evals, vecs = gram_eigh(gram)
         ridge = ridges[errors.argmin(0)] * (took.sum() + 1)  # [H]; inf where q = 0 won
         head.append((vecs @ ((vecs.T @ cross) / (evals.clamp(min=0)[:, None] + ridge))).T)  # [H, F + 1]
     head = torch.cat(head).to(hidden.dtype)  # [A * H, F + 1], in q's order [A, H]

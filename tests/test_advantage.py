@@ -264,6 +264,24 @@ def test_fit_effect_head_stays_at_no_effect_where_the_features_predict_nothing_o
     assert (q[:, 0].mean() - 1.0).abs() < 0.2 and q[:, 1:].abs().mean() < 0.1
 
 
+def test_fit_effect_head_survives_an_eigendecomposition_that_fails_to_converge(monkeypatch):
+    """LAPACK's eigh failed to converge on a Breakout gram at 200k steps and killed the run; the SVD of the same
+    matrix must stand in and give the same head."""
+    generator = torch.Generator().manual_seed(4)
+    B, F, A, H = 512, 6, 2, 3
+    hidden, actions = torch.randn(B, F, generator=generator), torch.randint(0, A, (B,), generator=generator)
+    residual = hidden[:, :H] * (actions[:, None] == 0) + 0.1 * torch.randn(B, H, generator=generator)
+    expected = fit_effect_head(hidden, actions, residual, torch.full((B,), H), A, 8)
+
+    def fails(matrix):
+        raise torch.linalg.LinAlgError("linalg.eigh: The algorithm failed to converge")
+
+    monkeypatch.setattr(torch.linalg, "eigh", fails)
+    for got, want in zip(fit_effect_head(hidden, actions, residual, torch.full((B,), H), A, 8), expected):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert expected[0].abs().max() > 0.5  # a real fit was compared, not two zero heads
+
+
 def test_later_effects_sum_each_later_decisions_effect_at_the_right_offset():
     # T = 3, N = 1, two actions at 0.5 each; action 1 adds m + 1 at offset m, so decision s's effect at offset m is
     # +(m + 1) / 2 if it took action 1 and -(m + 1) / 2 if it took action 0. Actions 1, 0, 1.
