@@ -273,6 +273,21 @@ def gram_eigh(gram):
         return evals, vecs
 
 
+def ridge_path(gram, cross, rows=None):
+    """The ridge fits of ys on xs at every penalty from one eigendecomposition: the fit at penalty r is
+    basis @ (coords / (evals + r)[:, None]). Through the features' gram = xs.T @ xs (with cross = xs.T @ ys); or,
+    given rows = (xs, ys), fewer decisions than features, through the decisions' own gram xs @ xs.T: the dual form
+    of the same fit, xs.T (xs xs.T + r)^-1 ys, which keeps Breakout's 513 features against ~125 decisions per fold
+    cheap. Shapes: gram [F, F]; cross [F, H]; xs [n, F]; ys [n, H]. Returns evals [k], basis [F, k] and
+    coords [k, H], with k = F, or n given rows."""
+    if rows is None:
+        evals, vecs = gram_eigh(gram)
+        return evals.clamp(min=0), vecs, vecs.T @ cross
+    xs, ys = rows
+    evals, vecs = gram_eigh(xs @ xs.T)
+    return evals.clamp(min=0), xs.T @ vecs, vecs.T @ ys
+
+
 def fit_effect_head(hidden, actions, residual, window, num_actions, num_envs):
     """The action-conditioned head in closed form: for each action a, the ridge least-squares fit of
     q[a, j] = w[a, j] . hidden + b[a, j] to the value residuals (reward - mu) j steps ahead of the decisions that
@@ -299,21 +314,29 @@ def fit_effect_head(hidden, actions, residual, window, num_actions, num_envs):
         if min(len(xs) for xs, _ in halves) == 0:  # too few decisions to validate a fit: no effect
             head.append(x.new_zeros(H, x.shape[1]))
             continue
-        moments = [(xs.T @ xs, xs.T @ ys, ys.square().sum(0), len(xs)) for xs, ys in halves]
-        # Each ridge's squared error on the other half at each offset, both ways round. In the eigenbasis of the
-        # fitting half's gram its fit is d * z, so the error needs only the two halves' moments.
+        few = took.sum() < x.shape[1]  # fewer decisions than features (Breakout's regime): no feature grams at all
+        moments = [(xs, ys, None, None) if few else (xs, ys, xs.T @ xs, xs.T @ ys) for xs, ys in halves]
+        # Each ridge's squared error on the other half at each offset, both ways round. On the fitting half's basis
+        # its fit is d * coords, so the error needs only the other half's moments on that basis.
         errors = x.new_zeros(len(ridges), H)
-        for (gram, cross, _, count), (gram_out, cross_out, square_out, _) in (moments, moments[::-1]):
-            evals, vecs = gram_eigh(gram)
-            d = 1.0 / (evals.clamp(min=0) + ridges[:, None] * (count + 1))  # [ridges, F + 1]
-            fits = d[:, :, None] * (vecs.T @ cross)  # [ridges, F + 1, H]
-            fit_dot_out = (fits * (vecs.T @ cross_out)).sum(1)  # sum over the other half of prediction . residual
-            fit_square = (fits * (vecs.T @ gram_out @ vecs @ fits)).sum(1)  # and of prediction^2
-            errors += square_out - 2 * fit_dot_out + fit_square
-        gram, cross = moments[0][0] + moments[1][0], moments[0][1] + moments[1][1]
-        evals, vecs = gram_eigh(gram)
+        for (xs, ys, gram, cross), (xs_out, ys_out, gram_out, cross_out) in (moments, moments[::-1]):
+            evals, basis, coords = ridge_path(gram, cross, (xs, ys) if len(xs) < x.shape[1] else None)
+            d = 1.0 / (evals + ridges[:, None] * (len(xs) + 1))  # [ridges, k]
+            fits = d[:, :, None] * coords  # [ridges, k, H]
+            if few:  # the other half's decisions on the basis
+                seen = xs_out @ basis
+                basis_gram_out, basis_cross_out = seen.T @ seen, seen.T @ ys_out
+            else:
+                basis_gram_out, basis_cross_out = basis.T @ gram_out @ basis, basis.T @ cross_out
+            fit_dot_out = (fits * basis_cross_out).sum(1)  # sum over the other half of prediction . residual
+            fit_square = (fits * (basis_gram_out @ fits)).sum(1)  # and of prediction^2
+            errors += ys_out.square().sum(0) - 2 * fit_dot_out + fit_square
+        if few:
+            evals, basis, coords = ridge_path(None, None, (x[took], residual[took]))
+        else:
+            evals, basis, coords = ridge_path(moments[0][2] + moments[1][2], moments[0][3] + moments[1][3])
         ridge = ridges[errors.argmin(0)] * (took.sum() + 1)  # [H]; inf where q = 0 won
-        head.append((vecs @ ((vecs.T @ cross) / (evals.clamp(min=0)[:, None] + ridge))).T)  # [H, F + 1]
+        head.append((basis @ (coords / (evals[:, None] + ridge))).T)  # [H, F + 1]
     head = torch.cat(head).to(hidden.dtype)  # [A * H, F + 1], in q's order [A, H]
     return head[:, :-1], head[:, -1]
 
@@ -532,10 +555,21 @@ class Agent(nn.Module):
         if self.effect is not None:
             self.effect.requires_grad_(False)
 
-    def get_action_effects(self, x):
-        """The trunk's features [B, F], the policy's probabilities [B, A] and the action-conditioned residuals q [B, A, H]."""
-        hidden = self.network(x.float() / self.obs_scale).detach()
-        return hidden, Categorical(logits=self.actor(hidden)).probs, self.effect(hidden).view(-1, self.num_actions, self.horizon)
+    def get_features(self, x):
+        """The trunk's features [B, F]: the rollout keeps them for the action-conditioned head."""
+        return self.network(x.float() / self.obs_scale)
+
+    def get_action_effects(self, hidden):
+        """From the trunk's features [B, F]: the policy's probabilities [B, A] and the action-conditioned residuals q [B, A, H]."""
+        return Categorical(logits=self.actor(hidden)).probs, self.effect(hidden).view(-1, self.num_actions, self.horizon)
+
+    def get_action_and_value(self, x, action=None, hidden=None):
+        hidden = self.network(x.float() / self.obs_scale) if hidden is None else hidden  # the rollout passes those it kept
+        logits = self.actor(hidden)
+        probs = Categorical(logits=logits)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
         # end P3O
 
     def get_value(self, x):
@@ -543,14 +577,6 @@ class Agent(nn.Module):
 
     def get_logits(self, x):
         return self.actor(self.network(x.float() / self.obs_scale))
-
-    def get_action_and_value(self, x, action=None):
-        hidden = self.network(x.float() / self.obs_scale)
-        logits = self.actor(hidden)
-        probs = Categorical(logits=logits)
-        if action is None:
-            action = probs.sample()
-        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
 
 
 def masked_mean(x, mask):
@@ -733,6 +759,7 @@ def train(args, checkpoint=None):
     episode_scores = torch.zeros((args.num_steps, args.num_envs), device=device)
     # P3O: H predicted rewards per decision
     mus = torch.zeros((args.num_steps, args.num_envs, args.horizon), device=device)
+    hiddens = torch.zeros((args.num_steps, args.num_envs, agent.critic.in_features), device=device)  # the trunk's features
     offsets = torch.arange(args.horizon, device=device)
     # end P3O
 
@@ -782,8 +809,9 @@ def train(args, checkpoint=None):
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                action, logprob, _, value = agent.get_action_and_value(next_obs)
-                # P3O: store the predicted rewards
+                # P3O: the trunk's features, kept for the action-conditioned head; store the predicted rewards
+                hiddens[step] = agent.get_features(next_obs)
+                action, logprob, _, value = agent.get_action_and_value(next_obs, hidden=hiddens[step])
                 mus[step] = value
                 # end P3O
             actions[step] = action
@@ -810,8 +838,9 @@ def train(args, checkpoint=None):
             value_window = value_window * real
             sigma = agent.log_sigma.clamp(-10, 10).exp()
             baseline = mus  # what the advantage subtracts from each reward ahead
-            if agent.effect is not None:  # the action-conditioned head on the whole rollout
-                hidden, probs, q = agent.get_action_effects(obs.reshape((-1,) + obs_shape))
+            if agent.effect is not None:  # the action-conditioned head on the rollout's features
+                hidden = hiddens.view(args.batch_size, -1)
+                probs, q = agent.get_action_effects(hidden)
                 probs, q = probs.view(args.num_steps, args.num_envs, -1), q.view(args.num_steps, args.num_envs, -1, args.horizon)
             if args.subtract_later_effects or args.subtract_earlier_effects:
                 arriving = arriving_effects(q, probs, actions, valid)

@@ -227,13 +227,6 @@ class Agent(nn.Module):
         self.actor = layer_init(nn.Linear(width, num_actions), std=0.01)
         # PPO: one value, the discounted return
         self.critic = layer_init(nn.Linear(width, 1), std=1)
-        # end PPO
-
-    def get_value(self, x):
-        return self.critic(self.network(x.float() / self.obs_scale))
-
-    def get_logits(self, x):
-        return self.actor(self.network(x.float() / self.obs_scale))
 
     def get_action_and_value(self, x, action=None):
         hidden = self.network(x.float() / self.obs_scale)
@@ -242,6 +235,13 @@ class Agent(nn.Module):
         if action is None:
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
+        # end PPO
+
+    def get_value(self, x):
+        return self.critic(self.network(x.float() / self.obs_scale))
+
+    def get_logits(self, x):
+        return self.actor(self.network(x.float() / self.obs_scale))
 
 
 def masked_mean(x, mask):
@@ -461,8 +461,8 @@ def train(args, checkpoint=None):
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                action, logprob, _, value = agent.get_action_and_value(next_obs)
                 # PPO: store the value
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
                 values[step] = value.flatten()
                 # end PPO
             actions[step] = action

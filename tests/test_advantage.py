@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import KERNEL, host_advantage, reference_advantage
-from p3o_ocean import MAX_SIGMA, arriving_effects, earlier_effects, effect_sigma, episode_windows, fit_effect_head, fitted_sigma, later_effects, p3o_advantage, variable_horizon
+from p3o_ocean import MAX_SIGMA, arriving_effects, earlier_effects, effect_sigma, episode_windows, fit_effect_head, fitted_sigma, ridge_path, later_effects, p3o_advantage, variable_horizon
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -262,6 +262,23 @@ def test_fit_effect_head_stays_at_no_effect_where_the_features_predict_nothing_o
     weight, bias = fit_effect_head(hidden, actions, residual, torch.full((B,), H), A, num_envs)
     q = (fresh @ weight.T + bias).view(B, A, H)
     assert (q[:, 0].mean() - 1.0).abs() < 0.2 and q[:, 1:].abs().mean() < 0.1
+
+
+@pytest.mark.parametrize("rows", [40, 12])
+def test_ridge_path_gives_the_ridge_solution_at_every_penalty_through_either_gram(rows):
+    """The fit at penalty r is (X'X + r I)^-1 X'Y, whether through the features' gram (more rows than features)
+    or the rows' own (fewer: the dual form, Breakout's regime); the two agree with each other and the direct solve."""
+    generator = torch.Generator().manual_seed(5)
+    xs, ys = torch.randn(rows, 20, generator=generator, dtype=torch.float64), torch.randn(rows, 3, generator=generator, dtype=torch.float64)
+    gram, cross = xs.T @ xs, xs.T @ ys
+    paths = [ridge_path(gram, cross)] + ([ridge_path(gram, cross, (xs, ys))] if rows < 20 else [])
+    for r in (1e-3, 1.0, 1e3):
+        direct = torch.linalg.solve(gram + r * torch.eye(20, dtype=torch.float64), cross)
+        for evals, basis, coords in paths:
+            assert basis.shape == (20, len(evals)) and coords.shape == (len(evals), 3) and (evals >= 0).all()
+            torch.testing.assert_close(basis @ (coords / (evals[:, None] + r)), direct, rtol=1e-7, atol=1e-9)
+    if rows < 20:
+        assert len(paths[1][0]) == rows  # the dual form decomposes a rows x rows matrix, not the features'
 
 
 def test_fit_effect_head_survives_an_eigendecomposition_that_fails_to_converge(monkeypatch):

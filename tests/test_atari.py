@@ -70,7 +70,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "EFFECT_RIDGES", "gram_eigh", "fit_effect_head", "arriving_effects", "later_effects", "earlier_effects", "uses_effect_head", "CHECKPOINT_KEYS"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "EFFECT_RIDGES", "gram_eigh", "ridge_path", "fit_effect_head", "arriving_effects", "later_effects", "earlier_effects", "uses_effect_head", "CHECKPOINT_KEYS"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":
@@ -210,8 +210,16 @@ def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
     CNN's features of stacked uint8 frames (zero at the start, so equal weights and nothing subtracted; no
     optimizer moves it), and a run refits it after each iteration and subtracts the later effects it found."""
     agent = p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="effect"))
-    hidden, probs, q = agent.get_action_effects(torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8))
+    frames = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    hidden = agent.get_features(frames)
+    probs, q = agent.get_action_effects(hidden)
     assert hidden.shape == (3, 512) and probs.shape == (3, 6) and q.shape == (3, 6, 8) and not q.any()
+    # The rollout passes the features it kept: the same action distribution and values as from the frames.
+    torch.manual_seed(0)
+    from_frames = agent.get_action_and_value(frames)
+    torch.manual_seed(0)
+    for got, want in zip(agent.get_action_and_value(frames, hidden=hidden), from_frames):
+        torch.testing.assert_close(got, want)
     assert not any(p.requires_grad for p in agent.effect.parameters())
     torch.testing.assert_close(probs.sum(-1), torch.ones(3))
     assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8)).effect is not None  # the default builds the head
