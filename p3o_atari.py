@@ -125,6 +125,18 @@ class Args:
     subtract_earlier_effects: bool = True
     """subtract, likewise, what the decisions before each one in its episode are predicted to add to the rewards
     ahead of it (drawn before its action, so also unbiased): what the value head has not yet learned of them"""
+    window_loss_coef: float = 0.0
+    """beside the NLL, this times the squared error of mu's sum over each decision's window, 0.5 (sum of target -
+    mu)^2, per decision like PPO's value loss: the per-offset NLL, averaged over every (decision, offset), gives the
+    shared trunk almost no gradient where per-step rewards are small (Breakout's window sums: explained variance
+    ~0 without it, 0.84 with it). 0 (the default) is P3O.md's NLL alone: on the Ocean suite the loss costs delay
+    and, with --zeros-after-terminal, breaks horizon invariance (README, Results)"""
+    zeros_after_terminal: bool = False
+    """P3O.md cuts each window at its episode's terminal, so mu predicts the rewards of the episodes that go on
+    and an action that ends its episode early loses nothing in its advantage (a survival bias). Toggled, the
+    window runs on past the terminal to the horizon on the episode's known zeros: unbiased, but where the state
+    does not tell how far the end is (delay's), the unpredictable end adds variance: off by default (README,
+    Results)"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
     # end P3O
@@ -211,24 +223,35 @@ MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 EFFECT_RIDGES = 10.0 ** torch.arange(-3.0, 6.0)
 
 
-def episode_windows(rewards, terminals, horizon, tail_mu=None):
+def episode_ends(terminals):
+    """end[t, n]: the step of the first terminal at or after t, the last step of t's episode (T if it does not end
+    inside the rollout): a running minimum from the end. Shapes: terminals [T, N]. Returns [T, N] int64."""
+    T = terminals.shape[0]
+    steps = torch.arange(T, device=terminals.device)
+    return torch.where(terminals != 0, steps[:, None], T).flip(0).cummin(0).values.flip(0)
+
+
+def episode_windows(rewards, terminals, horizon, tail_mu=None, zeros_after_terminal=False):
     """The rewards ahead of every decision, and how far ahead they belong to its episode.
 
     targets[t, n, j] is the reward j steps after decision t: rewards[t + j, n] inside the rollout, then the
     bootstrap predictions tail_mu[n, t + j - T] (zeros without tail_mu). k[t, n] counts the offsets up to and
     including the first terminal; a window that reaches the rollout's end without one stops there
-    (k = T - t), or with tail_mu runs on to the horizon. Windows never cross envs or episodes.
+    (k = T - t), or with tail_mu runs on to the horizon. Windows never cross envs or episodes. With
+    zeros_after_terminal, a window whose episode ends runs on past the terminal to the horizon (k = H), its
+    targets 0 there, inside the rollout and beyond it: the episode pays nothing after its end (a copy).
     """
     T, N = rewards.shape
     steps = torch.arange(T, device=rewards.device)
     beyond = tail_mu[:, : horizon - 1] if tail_mu is not None else rewards.new_zeros(N, horizon - 1)
     # Unfolded along time within each env, so the offsets j of one decision are adjacent in memory.
     targets = torch.cat([rewards.T, beyond], dim=1).unfold(1, horizon, 1).transpose(0, 1)  # [T, N, H], a view
-    # Index of the first terminal at or after t: a running minimum from the end.
-    terminal_at = torch.where(terminals != 0, steps[:, None], T)
-    next_terminal = terminal_at.flip(0).cummin(0).values.flip(0)
+    end = episode_ends(terminals)
     open_end = horizon if tail_mu is not None else (T - steps)[:, None]
-    k = torch.where(next_terminal < T, next_terminal - steps[:, None] + 1, open_end)
+    if zeros_after_terminal:
+        after = (steps[:, None, None] + torch.arange(horizon, device=rewards.device) > end[..., None]) & (end < T)[..., None]
+        return targets.masked_fill(after, 0.0), torch.where(end < T, horizon, open_end).clamp(max=horizon)
+    k = torch.where(end < T, end - steps[:, None] + 1, open_end)
     return targets, k.clamp(max=horizon)
 
 
@@ -358,15 +381,23 @@ def arriving_effects(q, probs, actions, valid):
     return arriving.cumsum(2)
 
 
-def later_effects(arriving):
-    """--subtract-later-effects: what the decisions after t are predicted to add to the reward j steps after t,
-    which also answers to decisions t + 1 .. t + j: later[t, n, j] = sum over s = t + 1 .. t + j of
-    effect[s, n, t + j - s]; 0 at j = 0 and past the rollout. Used only inside t's episode window, where every
-    such s belongs to t's episode. Shapes: arriving [T, N, H] (`arriving_effects`). Returns [T, N, H]."""
+def later_effects(arriving, terminals):
+    """--subtract-later-effects: what the later decisions of t's episode are predicted to add to the reward j steps
+    after t, which also answers to them: later[t, n, j] = sum over s = t + 1 .. min(t + j, end) of
+    effect[s, n, t + j - s], end the last step of t's episode (`episode_ends`); 0 at j = 0 and past the rollout.
+    Past the end (--zeros-after-terminal) t's targets are the episode's zeros, which its own decisions can have
+    moved and the next episode's cannot. Shapes: arriving [T, N, H] (`arriving_effects`); terminals [T, N].
+    Returns [T, N, H]."""
     T, N, H = arriving.shape
+    steps = torch.arange(T, device=arriving.device)
+    end = episode_ends(terminals)
     later = torch.zeros_like(arriving)
     for j in range(1, min(H, T)):
         later[: T - j, :, j] = arriving[j:, :, j - 1]  # decisions t + 1 .. t + j
+        # less the next episode's, the latest `spill` of them (steps end + 1 .. t + j): arriving[t + j, spill - 1]
+        spill = (steps[: T - j, None] + j - end[: T - j]).clamp(min=0)
+        next_episode = arriving[j:].gather(2, (spill - 1).clamp(min=0)[..., None]).squeeze(2)
+        later[: T - j, :, j] -= torch.where(spill > 0, next_episode, 0.0)
     return later
 
 
@@ -428,12 +459,13 @@ def log_weight_curve(writer, sigma, sigma_r, puf, horizon, global_step):
     )
 
 
-def p3o_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="max", min_horizon=16, cut=0.95, tail_mu=None):
+def p3o_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="max", min_horizon=16, cut=0.95, tail_mu=None, zeros_after_terminal=False):
     """A[t, n] = sum_{j < L} w[j] * (rewards[t + j, n] - mu[t, n, j]), the P3O advantage.
 
     omega[j] = max(0, 1 / sigma[j]^2 - puf / sigma_r^2) is the precision of the prediction j steps ahead,
     less `puf` of the batch rewards' own precision. The kept offsets are j < L = min(k, h): k from
-    `episode_windows` (the episode and the rollout, or the horizon with the tail bootstrap), h from
+    `episode_windows` (the episode and the rollout, or the horizon with the tail bootstrap; with
+    zeros_after_terminal, an ended episode's zeros out to the horizon), h from
     `variable_horizon`. w = omega / Z with Z the max (`weight_norm="max"`) or the sum (`"sum"`) of the kept
     omega; A = 0 when Z = 0. sigma is clamped to [e^-10, e^10], the range training keeps it in, so
     sigma = 0 and sigma_r = 0 give finite results. Shapes: rewards, terminals [T, N]; mu [T, N, H];
@@ -443,7 +475,7 @@ def p3o_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="
     sigma = sigma.clamp(MIN_SIGMA, MAX_SIGMA)
     sigma_r = torch.as_tensor(sigma_r, dtype=torch.float32, device=mu.device)
     omega = precision(sigma, sigma_r, puf)
-    targets, k = episode_windows(rewards, terminals, H, tail_mu)
+    targets, k = episode_windows(rewards, terminals, H, tail_mu, zeros_after_terminal)
     window = torch.minimum(k, variable_horizon(sigma, sigma_r, min_horizon, cut))
     offsets = torch.arange(H, device=mu.device)
     T, N = window.shape
@@ -473,7 +505,7 @@ def load_cuda_advantage():
     kernel = cupy.RawKernel(source, "p3o_advantage")
     kernel.compile()  # at start-up, so a broken kernel fails here and not mid-run
 
-    def cuda_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="max", min_horizon=16, cut=0.95, tail_mu=None):
+    def cuda_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="max", min_horizon=16, cut=0.95, tail_mu=None, zeros_after_terminal=False):
         T, N, H = mu.shape
         tensors = [x.detach().float().contiguous() for x in (rewards, terminals, mu, sigma)]
         tail = tail_mu.detach().float().contiguous() if tail_mu is not None else None
@@ -486,7 +518,7 @@ def load_cuda_advantage():
             kernel(
                 ((T * N + threads - 1) // threads,), (threads,),
                 (*arrays[:4], tail_arg, np.float32(sigma_r), np.float32(puf), np.int32(weight_norm == "sum"),
-                 np.int32(min_horizon), np.float32(cut), np.int32(T), np.int32(N), np.int32(H), *arrays[4:]),
+                 np.int32(min_horizon), np.float32(cut), np.int32(zeros_after_terminal), np.int32(T), np.int32(N), np.int32(H), *arrays[4:]),
             )
         return advantages, window
 
@@ -647,6 +679,9 @@ def load_checkpoint(path, flag):
     unknown = set(checkpoint["args"]) - set(Args.__dataclass_fields__)
     if unknown:
         fail(f"its args {sorted(unknown)} are unknown to this version of {Path(__file__).name}")
+    missing = set(Args.__dataclass_fields__) - set(checkpoint["args"])
+    if missing and flag == "--resume":  # flags added since: their defaults could change the run's algorithm midway
+        fail(f"written before {Path(__file__).name} had {sorted(missing)}: resume it with the version that wrote it")
     return checkpoint
 
 
@@ -704,6 +739,8 @@ def check_args(args):
         errors.append(f"--sigma-floor must be >= 0, got {args.sigma_floor}")
     if not 0.0 <= args.effect_floor <= 1.0:
         errors.append(f"--effect-floor must be in [0, 1], got {args.effect_floor}")
+    if not args.window_loss_coef >= 0:
+        errors.append(f"--window-loss-coef must be >= 0 (0: the NLL alone), got {args.window_loss_coef}")
     # end P3O
     if errors:
         for error in errors:
@@ -833,8 +870,9 @@ def train(args, checkpoint=None):
         with torch.no_grad():
             real = valid.bool()
             sigma_r = float(torch.nan_to_num(rewards[real].std(correction=0)))
-            # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail).
-            value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
+            # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail), and the
+            # episode's zeros after its end (--zeros-after-terminal).
+            value_targets, value_window = episode_windows(rewards, terminals, args.horizon, zeros_after_terminal=args.zeros_after_terminal)
             value_window = value_window * real
             sigma = agent.log_sigma.clamp(-10, 10).exp()
             baseline = mus  # what the advantage subtracts from each reward ahead
@@ -845,7 +883,7 @@ def train(args, checkpoint=None):
             if args.subtract_later_effects or args.subtract_earlier_effects:
                 arriving = arriving_effects(q, probs, actions, valid)
                 if args.subtract_later_effects:
-                    baseline = baseline + later_effects(arriving)
+                    baseline = baseline + later_effects(arriving, terminals)
                 if args.subtract_earlier_effects:
                     baseline = baseline + earlier_effects(arriving, terminals)
             if args.sigma == "fitted":
@@ -853,7 +891,7 @@ def train(args, checkpoint=None):
             elif args.sigma == "effect":
                 sigma = effect_sigma(value_targets, baseline, probs, q, value_window, args.effect_floor)
             tail_mu = agent.get_value(next_obs) if args.tail == "bootstrap" else None
-            advantages, window = advantage_fn(rewards, terminals, baseline, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu)
+            advantages, window = advantage_fn(rewards, terminals, baseline, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu, args.zeros_after_terminal)
             advantages *= valid  # autoreset steps are not decisions
         # end P3O
         bad = first_nonfinite(rewards=rewards, advantages=advantages)
@@ -909,7 +947,10 @@ def train(args, checkpoint=None):
                 kept = offsets < b_value_window[mb_inds, None]
                 residual = torch.where(kept, mb_value_targets - newvalue, 0.0)
                 counts = kept.sum(0)
-                v_loss = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / counts.sum().clamp(min=1)
+                value_nll = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / counts.sum().clamp(min=1)
+                # plus the squared error of the window's sum, what the advantage subtracts, per decision like PPO's
+                window_loss = 0.5 * masked_mean(residual.sum(1).square(), mb_valid)
+                v_loss = value_nll + args.window_loss_coef * window_loss
                 # end P3O
 
                 entropy_loss = masked_mean(entropy, mb_valid)
@@ -975,7 +1016,8 @@ def train(args, checkpoint=None):
         # the batch's rewards, the advantage's size, and the learned weight curve (the precision 1/sigma^2 is exp(-2 log_sigma))
         writer.add_scalar("charts/horizon", horizon, global_step)
         writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
-        writer.add_scalar("losses/value_nll", v_loss.item(), global_step)
+        writer.add_scalar("losses/value_nll", value_nll.item(), global_step)
+        writer.add_scalar("losses/window_loss", window_loss.item(), global_step)
         writer.add_scalar("charts/sigma_r", sigma_r, global_step)
         writer.add_scalar("charts/window_mean", window[real].float().mean().item(), global_step)
         writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)

@@ -312,6 +312,9 @@ def load_checkpoint(path, flag):
     unknown = set(checkpoint["args"]) - set(Args.__dataclass_fields__)
     if unknown:
         fail(f"its args {sorted(unknown)} are unknown to this version of {Path(__file__).name}")
+    missing = set(Args.__dataclass_fields__) - set(checkpoint["args"])
+    if missing and flag == "--resume":  # flags added since: their defaults could change the run's algorithm midway
+        fail(f"written before {Path(__file__).name} had {sorted(missing)}: resume it with the version that wrote it")
     return checkpoint
 
 

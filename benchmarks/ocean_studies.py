@@ -3,7 +3,7 @@
     python benchmarks/ocean_studies.py horizon      # p3o_ocean.py at H = 16, 32, 64, 128, 256 on every env
     python benchmarks/ocean_studies.py versus       # P3O (default H) against PPO at gamma 0.99 and at the best gamma of a sweep
     python benchmarks/ocean_studies.py delay        # the delay env at D = 1, 8, 32, 64, 100: each algorithm's score against D
-    python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off, sigma effect/fitted/learned, subtractions on/off
+    python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off, sigma effect/fitted/learned, subtractions on/off, window cut/zeros after the terminal, window loss off/on
     python benchmarks/ocean_studies.py throughput   # SPS and the advantage's share of an iteration, P3O against GAE (alone)
     python benchmarks/ocean_studies.py all          # the five, in that order
 
@@ -59,7 +59,8 @@ DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizo
 ABLATIONS = [
     ("weight norm sum", {"weight_norm": "sum"}), ("puf 0.5", {"puf": 0.5}), ("cut 0.95", {"horizon_cut": 0.95}), ("tail bootstrap", {"tail": "bootstrap"}),
     ("sigma fitted", {"sigma": "fitted"}), ("sigma learned", {"sigma": "learned"}), ("no later subtraction", {"subtract_later_effects": False}),
-    ("no earlier subtraction", {"subtract_earlier_effects": False}), ("P3O.md's advantage", P3O_MD),
+    ("no earlier subtraction", {"subtract_earlier_effects": False}), ("zeros after the terminal", {"zeros_after_terminal": True}),
+    ("window loss", {"window_loss_coef": 1.0}), ("P3O.md's advantage", P3O_MD),
 ]
 ABLATION_ENVS = ["delay", "forage"]  # long-horizon probes, where the choices can matter (budgeted to one session)
 ABLATION_DELAY = 32  # delay runs in the ablations use this D, where the horizon matters

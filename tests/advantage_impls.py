@@ -18,10 +18,12 @@ LAUNCHER = """
 #include "advantage.cu"
 extern "C" void launch(const float* rewards, const float* terminals, const float* mu, const float* sigma,
                        const float* tail_mu, float sigma_r, float puf, int weight_norm, int min_horizon,
-                       float cut, int T, int N, int H, float* advantages, long long* window, int threads) {
+                       float cut, int zeros_after_terminal, int T, int N, int H, float* advantages, long long* window,
+                       int threads) {
     const long long total = (long long)T * N;
     SHIM_LAUNCH(p3o_advantage, (unsigned)((total + threads - 1) / threads), (unsigned)threads, rewards, terminals,
-                mu, sigma, tail_mu, sigma_r, puf, weight_norm, min_horizon, cut, T, N, H, advantages, window);
+                mu, sigma, tail_mu, sigma_r, puf, weight_norm, min_horizon, cut, zeros_after_terminal, T, N, H,
+                advantages, window);
 }
 """
 
@@ -37,12 +39,13 @@ def host_library(flags=("-O2",)):
     subprocess.run(command, check=True, capture_output=True, text=True)
     lib = ctypes.CDLL(str(library))
     pointer, i32, f32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
-    lib.launch.argtypes = [pointer] * 5 + [f32, f32, i32, i32, f32, i32, i32, i32, pointer, pointer, i32]
+    lib.launch.argtypes = [pointer] * 5 + [f32, f32, i32, i32, f32, i32, i32, i32, i32, pointer, pointer, i32]
     lib.launch.restype = None
     return lib
 
 
-def host_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="max", min_horizon=16, cut=0.95, tail_mu=None, threads=64, flags=("-O2",)):
+def host_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="max", min_horizon=16, cut=0.95, tail_mu=None, zeros_after_terminal=False,
+                   threads=64, flags=("-O2",)):
     """The kernel's own code on the CPU, with p3o_advantage's signature."""
     T, N, H = mu.shape
     arrays = [np.ascontiguousarray(torch.as_tensor(x).cpu().numpy(), dtype=np.float32) for x in (rewards, terminals, mu, sigma)]
@@ -50,13 +53,14 @@ def host_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm=
     advantages = np.full((T, N), np.nan, dtype=np.float32)
     window = np.full((T, N), -1, dtype=np.int64)
     host_library(tuple(flags)).launch(*[a.ctypes.data for a in arrays], None if tail is None else tail.ctypes.data,
-                                      float(sigma_r), float(puf), int(weight_norm == "sum"), int(min_horizon), float(cut),
+                                      float(sigma_r), float(puf), int(weight_norm == "sum"), int(min_horizon), float(cut), int(zeros_after_terminal),
                                       T, N, H, advantages.ctypes.data, window.ctypes.data, threads)
     return torch.from_numpy(advantages), torch.from_numpy(window)
 
 
-def reference_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="max", min_horizon=16, cut=0.95, tail_mu=None):
-    """P3O.md's steps 1-6 as loops, in float64: slow, plain, and independent of both implementations."""
+def reference_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="max", min_horizon=16, cut=0.95, tail_mu=None, zeros_after_terminal=False):
+    """P3O.md's steps 1-6 as loops, in float64: slow, plain, and independent of both implementations. With
+    zeros_after_terminal, a window whose episode ends runs on to H, every target after the terminal 0."""
     rewards, terminals, mu, sigma = (torch.as_tensor(x, dtype=torch.float64) for x in (rewards, terminals, mu, sigma))
     T, N, H = mu.shape
     # The weights and the cut threshold are rounded as the float32 implementations round them, so that a
@@ -74,15 +78,17 @@ def reference_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_
     for n in range(N):
         for t in range(T):
             k = H if tail_mu is not None else min(H, T - t)
+            last = None  # the offset of the episode's terminal, if it ends inside the rollout
             for j in range(min(H, T - t)):
                 if terminals[t + j, n] != 0:
-                    k = j + 1
+                    last = j
+                    k = H if zeros_after_terminal else j + 1
                     break
             kept = range(min(k, h))
             kept_omega = [omega[j] for j in kept]
             norm = (max(kept_omega, default=0.0) if weight_norm == "max" else sum(kept_omega))
             if norm > 0:
-                targets = [float(rewards[t + j, n]) if t + j < T else float(tail_mu[n, t + j - T]) for j in kept]
+                targets = [0.0 if last is not None and j > last else float(rewards[t + j, n]) if t + j < T else float(tail_mu[n, t + j - T]) for j in kept]
                 advantages[t, n] = sum(omega[j] / norm * (targets[j] - float(mu[t, n, j])) for j in kept)
             window[t, n] = len(kept)
     return advantages, window

@@ -48,6 +48,7 @@ def advantage_inputs(draw):
         min_horizon=draw(st.sampled_from([0, 1, 3, 16, 40])),
         cut=draw(st.sampled_from([0.0, 0.5, 0.95, 2.0])),
         tail_mu=tail_mu,
+        zeros_after_terminal=draw(st.booleans()),
     )
     return (rewards, terminals, mu, sigma, sigma_r), options
 
@@ -59,9 +60,10 @@ def test_kernel_twin_and_reference_agree_on_random_inputs(case):
     check_all_agree(*inputs, **options)
 
 
+@pytest.mark.parametrize("zeros_after_terminal", [False, True])
 @pytest.mark.parametrize("weight_norm", ["max", "sum"])
 @pytest.mark.parametrize("tail", [False, True])
-def test_agree_with_a_done_at_every_position(weight_norm, tail):
+def test_agree_with_a_done_at_every_position(weight_norm, tail, zeros_after_terminal):
     T, N, H = 9, 9, 6  # env n has its only terminal at t = n (n = T: none)
     g = torch.Generator().manual_seed(0)
     terminals = torch.zeros(T, N)
@@ -69,10 +71,13 @@ def test_agree_with_a_done_at_every_position(weight_norm, tail):
         terminals[n, n] = 1.0
     inputs = (torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.1, 0.7)
     tail_mu = torch.randn(N, H, generator=g) if tail else None
-    _, window = check_all_agree(*inputs, weight_norm=weight_norm, min_horizon=2, cut=0.95, tail_mu=tail_mu)
-    for n in range(T):  # windows before the terminal stop on it, windows after it never look back
+    _, window = check_all_agree(*inputs, weight_norm=weight_norm, min_horizon=0, cut=0.0, tail_mu=tail_mu, zeros_after_terminal=zeros_after_terminal)
+    for n in range(T):  # windows before the terminal stop on it (or run on, on its zeros, to H)
         for t in range(n + 1):
-            assert window[t, n] <= n - t + 1
+            assert window[t, n] == (H if zeros_after_terminal else min(H, n - t + 1))
+    _, window = check_all_agree(*inputs, weight_norm=weight_norm, min_horizon=2, cut=0.95, tail_mu=tail_mu, zeros_after_terminal=zeros_after_terminal)
+    # and windows after it never look back: the next episode's rewards never reach an ended one (both cases agree
+    # with the reference, whose targets after a terminal are 0 or cut)
 
 
 @pytest.mark.parametrize(
@@ -89,7 +94,8 @@ def test_edge_cases_are_finite_and_agree(T, H, sigma_value, sigma_r, puf):
     inputs = (torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.full((H,), sigma_value), sigma_r)
     for weight_norm in ("max", "sum"):
         for tail_mu in (None, torch.randn(N, H, generator=g)):
-            check_all_agree(*inputs, puf=puf, weight_norm=weight_norm, tail_mu=tail_mu)
+            for zeros_after_terminal in (False, True):
+                check_all_agree(*inputs, puf=puf, weight_norm=weight_norm, tail_mu=tail_mu, zeros_after_terminal=zeros_after_terminal)
 
 
 def test_hand_worked_example():
@@ -120,6 +126,43 @@ def test_hand_worked_example():
     advantages, window = check_all_agree(rewards, terminals, mu, sigma, 2.0, min_horizon=1, cut=0.95)
     assert window[:, 0].tolist() == [1, 1, 1, 1]
     torch.testing.assert_close(advantages[:, 0], rewards[:, 0])
+    # Zeros after the terminal, with mu = 1 everywhere. Cut (P3O.md): t=0: 0 + 0.25*1 = 0.25; t=1: 1;
+    # t=2: -1 + 0.25*3 = -0.25; t=3: 3. Zeros: the ended episode's windows run to H = 3 with target 0:
+    # t=0: 0 + 0.25*1 + (1/16)*(0 - 1) = 0.1875; t=1: 1 + 0.25*(0 - 1) + (1/16)*(0 - 1) = 0.6875; t=2, t=3 as cut.
+    ones = torch.ones(4, 1, 3)
+    advantages, window = check_all_agree(rewards, terminals, ones, sigma, 1.0, **options)
+    torch.testing.assert_close(advantages[:, 0], torch.tensor([0.25, 1.0, -0.25, 3.0]))
+    advantages, window = check_all_agree(rewards, terminals, ones, sigma, 1.0, zeros_after_terminal=True, **options)
+    torch.testing.assert_close(advantages[:, 0], torch.tensor([0.1875, 0.6875, -0.25, 3.0]))
+    assert window[:, 0].tolist() == [3, 3, 2, 1]
+    # With the bootstrap too: the ended windows keep their zeros (never tail_mu); t=2: -1 + 0.25*3 + (1/16)*9 =
+    # 0.3125; t=3: 3 + 0.25*9 + (1/16)*19 = 6.4375.
+    advantages, window = check_all_agree(rewards, terminals, ones, sigma, 1.0, zeros_after_terminal=True, tail_mu=tail_mu, **options)
+    torch.testing.assert_close(advantages[:, 0], torch.tensor([0.1875, 0.6875, 0.3125, 6.4375]))
+    assert window[:, 0].tolist() == [3, 3, 3, 3]
+
+
+def test_zeros_after_terminal_charge_an_early_end_with_what_it_forgoes():
+    """The survival bias of P3O.md's cut window, in its smallest form. From one state, half the decisions end the
+    episode at once (reward 0) and half go on to a reward of 1 three steps later. mu at the value loss's optimum,
+    the mean target of each offset over the pairs the loss keeps: cut, only the surviving episodes reach offsets
+    1..3, so mu = (0, 0, 0, 1) and both actions get advantage 0; with zeros after the terminal, mu = (0, 0, 0, 0.5),
+    and ending early costs 0.5, going on gains 0.5."""
+    T, N, H = 4, 8, 4
+    ends_early = torch.arange(N) % 2 == 0
+    terminals = torch.zeros(T, N)
+    terminals[0, ends_early] = 1.0  # the episode ends at t = 0
+    terminals[3, ~ends_early] = 1.0
+    rewards = torch.zeros(T, N)
+    rewards[3, ~ends_early] = 1.0
+    expected = {False: (0.0, 0.0), True: (-0.5, 0.5)}
+    for zeros_after_terminal, (early, on) in expected.items():
+        targets, window = episode_windows(rewards, terminals, H, zeros_after_terminal=zeros_after_terminal)
+        kept = torch.arange(H) < window[0, :, None]  # the decisions at t = 0, all from the same state
+        mu = torch.where(kept, targets[0], 0.0).sum(0) / kept.sum(0)
+        advantages, _ = p3o_advantage(rewards, terminals, mu.expand(T, N, H), torch.ones(H), 1.0, cut=0.0, zeros_after_terminal=zeros_after_terminal)
+        torch.testing.assert_close(advantages[0, ends_early], torch.full((N // 2,), early))
+        torch.testing.assert_close(advantages[0, ~ends_early], torch.full((N // 2,), on))
 
 
 def test_variable_horizon():
@@ -139,6 +182,13 @@ def test_episode_windows_targets_and_lengths():
     assert k[:, 0].tolist() == [3, 2, 1, 2, 1]
     targets, k = episode_windows(rewards, terminals, 3, tail_mu=torch.tensor([[7.0, 8.0, 9.0]]))
     assert targets[4, 0].tolist() == [5.0, 7.0, 8.0] and k[:, 0].tolist() == [3, 2, 1, 3, 3]
+    # Zeros after the terminal: the ended episode's windows run to H on zeros, never into the next episode's
+    # rewards (4, 5) nor into tail_mu; the open ones are as before.
+    targets, k = episode_windows(rewards, terminals, 3, tail_mu=torch.tensor([[7.0, 8.0, 9.0]]), zeros_after_terminal=True)
+    assert targets[:, 0].tolist() == [[1.0, 2.0, 3.0], [2.0, 3.0, 0.0], [3.0, 0.0, 0.0], [4.0, 5.0, 7.0], [5.0, 7.0, 8.0]]
+    assert k[:, 0].tolist() == [3, 3, 3, 3, 3]
+    targets, k = episode_windows(rewards, terminals, 3, zeros_after_terminal=True)
+    assert targets[3, 0].tolist() == [4.0, 5.0, 0.0] and k[:, 0].tolist() == [3, 3, 3, 2, 1]
 
 
 def test_fitted_sigma_is_the_rms_residual_of_each_offset_over_kept_pairs():
@@ -305,13 +355,13 @@ def test_later_effects_sum_each_later_decisions_effect_at_the_right_offset():
     q = torch.zeros(3, 1, 2, 3)
     q[:, :, 1] = torch.arange(1.0, 4.0)
     probs, actions, valid = torch.full((3, 1, 2), 0.5), torch.tensor([[1], [0], [1]]), torch.ones(3, 1)
-    later = later_effects(arriving_effects(q, probs, actions, valid))
+    later = later_effects(arriving_effects(q, probs, actions, valid), torch.zeros(3, 1))
     # The reward 1 step after decision 0 answers to decision 1 at its offset 0 (-0.5); the reward 2 steps after it
     # to decision 1 at offset 1 (-1) and decision 2 at offset 0 (+0.5). Decision 1: decision 2 at offset 0.
     # Offset 0 never has a later decision, and rewards past the rollout (t + j >= 3) get nothing.
     torch.testing.assert_close(later[:, 0], torch.tensor([[0.0, -0.5, -0.5], [0.0, 0.5, 0.0], [0.0, 0.0, 0.0]]))
     # An autoreset step (valid 0) is not a decision: decision 1 contributes nothing.
-    later = later_effects(arriving_effects(q, probs, actions, torch.tensor([[1.0], [0.0], [1.0]])))
+    later = later_effects(arriving_effects(q, probs, actions, torch.tensor([[1.0], [0.0], [1.0]])), torch.zeros(3, 1))
     torch.testing.assert_close(later[:, 0], torch.tensor([[0.0, 0.0, 0.5], [0.0, 0.5, 0.0], [0.0, 0.0, 0.0]]))
 
 
@@ -323,12 +373,51 @@ def test_later_effects_have_mean_zero_under_the_policy_that_acted():
     q = torch.randn(T, 1, A, H, generator=generator, dtype=torch.float64).expand(T, N, A, H)
     probs = torch.softmax(2 * torch.randn(T, 1, A, generator=generator, dtype=torch.float64), -1).expand(T, N, A)
     actions = torch.multinomial(probs.reshape(-1, A), 1, generator=generator).view(T, N)
-    later = later_effects(arriving_effects(q, probs, actions, torch.ones(T, N, dtype=torch.float64)))
+    later = later_effects(arriving_effects(q, probs, actions, torch.ones(T, N, dtype=torch.float64)), torch.zeros(T, N))
     assert later.abs().amax() > 0.5  # each draw is moved
     assert later.mean(1).abs().amax() < 0.05  # the average over draws is not (standard error about 0.015)
     # Centred on a wrong policy (uniform), the same draws are biased.
     uniform = torch.full_like(probs, 1 / A)
-    assert later_effects(arriving_effects(q, uniform, actions, torch.ones(T, N, dtype=torch.float64))).mean(1).abs().amax() > 0.2
+    assert later_effects(arriving_effects(q, uniform, actions, torch.ones(T, N, dtype=torch.float64)), torch.zeros(T, N)).mean(1).abs().amax() > 0.2
+
+
+def random_effects_case(T, H, seed, N=4, A=3):
+    """A random action-conditioned head q [T, N, A, H], policy, actions and terminals (30% of the steps), float64."""
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(T, N, A, H, generator=generator, dtype=torch.float64)
+    probs = torch.softmax(torch.randn(T, N, A, generator=generator, dtype=torch.float64), -1)
+    actions = torch.randint(0, A, (T, N), generator=generator)
+    terminals = (torch.rand(T, N, generator=generator) < 0.3).double()
+    return q, probs, actions, terminals
+
+
+def effects_as_the_head_sees_them(q, probs, actions, valid):
+    """effect[s, n, m]: q of the action taken less its policy mean, 0 on steps that are no decisions (the loops' input)."""
+    T, N, A, H = q.shape
+    taken = q.gather(2, actions[:, :, None, None].expand(T, N, 1, H)).squeeze(2)
+    return (taken - (q * probs[..., None]).sum(2)) * valid[..., None]
+
+
+@pytest.mark.parametrize("T, H", [(9, 4), (5, 8)])
+def test_later_effects_sum_the_later_decisions_of_the_same_episode_only(T, H):
+    """later[t, j] against a loop: the effects, at the reward of step t + j, of the decisions s = t + 1 .. t + j up
+    to the end of t's episode; past that end (where --zeros-after-terminal reads t's targets as 0) the next
+    episode's decisions are left out. 0 past the rollout."""
+    q, probs, actions, terminals = random_effects_case(T, H, seed=T + 1)
+    N, A = probs.shape[1:]
+    valid = torch.ones(T, N, dtype=torch.float64)
+    later = later_effects(arriving_effects(q, probs, actions, valid), terminals)
+    effect = effects_as_the_head_sees_them(q, probs, actions, valid)
+    expected = torch.zeros(T, N, H, dtype=torch.float64)
+    for n in range(N):
+        for t in range(T):
+            end = min([s for s in range(t, T) if terminals[s, n]], default=T)
+            for j in range(H):
+                if t + j < T:
+                    expected[t, n, j] = sum((effect[s, n, t + j - s] for s in range(t + 1, min(t + j, end) + 1)), torch.tensor(0.0, dtype=torch.float64))
+    torch.testing.assert_close(later, expected)
+    # the case has later decisions on both sides of an end: with no terminals, the past-the-end entries differ
+    assert not torch.allclose(later, later_effects(arriving_effects(q, probs, actions, valid), torch.zeros(T, N)))
 
 
 @pytest.mark.parametrize("T, H", [(9, 4), (5, 8)])
@@ -337,17 +426,12 @@ def test_earlier_effects_sum_the_earlier_decisions_of_the_same_episode(T, H):
     episode (episodes end at terminals; an autoreset step is not a decision) that the head reaches
     (t + j - s < H); 0 past the rollout. And it is a baseline of the history alone: actions from t on do not move
     earlier[t]."""
-    generator = torch.Generator().manual_seed(T)
-    N, A = 4, 3
-    q = torch.randn(T, N, A, H, generator=generator, dtype=torch.float64)
-    probs = torch.softmax(torch.randn(T, N, A, generator=generator, dtype=torch.float64), -1)
-    actions = torch.randint(0, A, (T, N), generator=generator)
-    terminals = (torch.rand(T, N, generator=generator) < 0.3).double()
+    q, probs, actions, terminals = random_effects_case(T, H, seed=T)
+    N, A = probs.shape[1:]
     valid = torch.ones(T, N, dtype=torch.float64)
     valid[1:][terminals[:-1] != 0] = 0.0  # EnvPool's way: the step after a done is the reset
     earlier = earlier_effects(arriving_effects(q, probs, actions, valid), terminals)
-    taken = q.gather(2, actions[:, :, None, None].expand(T, N, 1, H)).squeeze(2)
-    effect = (taken - (q * probs[..., None]).sum(2)) * valid[..., None]  # each decision's effect, as the head sees it
+    effect = effects_as_the_head_sees_them(q, probs, actions, valid)
     expected = torch.zeros(T, N, H, dtype=torch.float64)
     for n in range(N):
         for t in range(T):
@@ -385,7 +469,7 @@ def test_subtracting_later_effects_makes_the_delayed_advantage_independent_of_h(
             mu[: T - j, :, j] = rewards[j:]
         sigma = torch.ones(H)
         plain[H], _ = p3o_advantage(rewards, terminals, mu, sigma, 0.5, cut=0.0)
-        corrected[H], _ = p3o_advantage(rewards, terminals, mu + later_effects(arriving_effects(q, probs, actions, valid)), sigma, 0.5, cut=0.0)
+        corrected[H], _ = p3o_advantage(rewards, terminals, mu + later_effects(arriving_effects(q, probs, actions, valid), terminals), sigma, 0.5, cut=0.0)
         torch.testing.assert_close(corrected[H][:seen], own[:seen])
     assert (plain[32][:seen] - own[:seen]).std() > 2 * (plain[8][:seen] - own[:seen]).std()  # 28 flips against 4
 

@@ -70,7 +70,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "EFFECT_RIDGES", "gram_eigh", "ridge_path", "fit_effect_head", "arriving_effects", "later_effects", "earlier_effects", "uses_effect_head", "CHECKPOINT_KEYS"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "EFFECT_RIDGES", "gram_eigh", "ridge_path", "fit_effect_head", "arriving_effects", "later_effects", "earlier_effects", "uses_effect_head", "CHECKPOINT_KEYS"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":
@@ -244,7 +244,7 @@ def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
 # Smoke runs, CleanRL style: the scripts as a user runs them, on Atari through EnvPool, on the CPU
 # ---------------------------------------------------------------------------------------------------------
 TAGS = {"charts/episodic_return", "charts/score", "charts/avg_episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate", "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/explained_variance", "perf/rollout_fraction", "perf/advantage_fraction", "perf/update_fraction"}
-P3O_TAGS = {"charts/horizon", "losses/value_nll", "charts/sigma_r", "charts/advantage_mean"}
+P3O_TAGS = {"charts/horizon", "losses/value_nll", "losses/window_loss", "charts/sigma_r", "charts/advantage_mean"}
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -308,6 +308,7 @@ OWN_BAD_FLAGS = [
     ("p3o_atari.py", dict(min_horizon=-1), "--min-horizon must be >= 0"),
     ("p3o_atari.py", dict(sigma_floor=-1.0), "--sigma-floor must be >= 0"),
     ("p3o_atari.py", dict(effect_floor=1.5), "--effect-floor must be in [0, 1]"),
+    ("p3o_atari.py", dict(window_loss_coef=-0.5), "--window-loss-coef must be >= 0"),
     ("ppo_baseline.py", dict(gamma=1.5), "--gamma must be in [0, 1]"),
     ("ppo_baseline.py", dict(gae_lambda=-0.1), "--gae-lambda must be in [0, 1]"),
 ]

@@ -167,6 +167,11 @@ def test_eval_checkpoint(script, tmp_path, monkeypatch, capsys):
         assert result["episodes"] == 6 and result["env"] == env_id
         assert 0.0 <= result["score"] <= 1.0 and math.isfinite(result["return_std"])
     assert "6 episodes, greedy policy" in capsys.readouterr().out
+    # A checkpoint written before a training flag existed still plays (only --resume refuses it).
+    older = tmp_path / "older.pt"
+    state = torch.load(path, weights_only=True)
+    torch.save({**state, "args": {name: value for name, value in state["args"].items() if name != "learning_rate"}}, older)
+    assert module.evaluate(module.Args(eval_checkpoint=str(older), eval_episodes=6))["episodes"] == 6
 
 
 def test_eval_checkpoint_from_the_command_line(tmp_path, monkeypatch):
@@ -229,12 +234,16 @@ def test_bad_resume_files_are_refused(script, tmp_path, monkeypatch, capsys):
     other_script = "p3o_ocean.py" if script != "p3o_ocean.py" else "ppo_baseline.py"
     other = tmp_path / "other.pt"
     torch.save({**torch.load(good, weights_only=True), "script": other_script}, other)
+    older = tmp_path / "older.pt"  # written before a flag existed
+    state = torch.load(good, weights_only=True)
+    torch.save({**state, "args": {name: value for name, value in state["args"].items() if name != "seed"}}, older)
     for path, message in [
         (tmp_path / "missing.pt", "no such file"),
         (truncated, "not a readable checkpoint"),
         (text, "not a readable checkpoint"),
         (not_ours, "not a checkpoint of these scripts"),
         (other, f"written by {other_script}, not {script}: use that script"),
+        (older, f"written before {script} had ['seed']: resume it with the version that wrote it"),
     ]:
         with pytest.raises(SystemExit) as exit_info:
             module.resume_args(module.Args(resume=str(path)))

@@ -168,3 +168,18 @@ def test_subtracting_other_decisions_effects_takes_their_noise_out_of_the_advant
         torch.testing.assert_close(corrected[kept_as_is], plain[kept_as_is], rtol=0.01, atol=0.0)
         # later: 0.06, then 0.04 of it; earlier: 0.06 to 0.14 (seed 1)
         assert (corrected[cut] < 0.25 * plain[cut]).all(), (plain, corrected)
+
+
+@pytest.mark.parametrize("coef", [0.0, 2.5])
+def test_window_loss_adds_the_squared_error_of_each_windows_sum(coef, tmp_path, monkeypatch):
+    """--window-loss-coef: the value loss is the NLL plus coef times 0.5 (target - mu summed over the window)^2 per
+    decision; 0 (the default) is P3O.md's NLL alone. Read back from the run's own logs, every iteration."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.chdir(tmp_path)
+    args = Args(env_id="squared", num_envs=32, num_steps=32, num_minibatches=2, update_epochs=1, total_timesteps=3 * 32 * 32, horizon=16, progress=False, window_loss_coef=coef)
+    events = EventAccumulator(str(tmp_path / "runs" / train(args)["run"]))
+    events.Reload()
+    value_loss, nll, window = (torch.tensor([e.value for e in events.Scalars(f"losses/{tag}")]) for tag in ("value_loss", "value_nll", "window_loss"))
+    assert len(window) == 3 and window.min() > 0  # squared's targets hit every window some of the time
+    torch.testing.assert_close(value_loss, nll + coef * window)
