@@ -724,23 +724,24 @@ def arriving_effects(q, probs, actions, valid):
     return arriving.cumsum(2)
 
 
-def later_effects(arriving, terminals):
+def later_effects(arriving, terminals=None):
     """--subtract-later-effects: what the later decisions of t's episode are predicted to add to the reward j steps
     after t, which also answers to them: later[t, n, j] = sum over s = t + 1 .. min(t + j, end) of
-    effect[s, n, t + j - s], end the last step of t's episode (`episode_ends`); 0 at j = 0 and past the rollout.
-    Past the end (--zeros-after-terminal) t's targets are the episode's zeros, which its own decisions can have
-    moved and the next episode's cannot. Shapes: arriving [T, N, H] (`arriving_effects`); terminals [T, N].
-    Returns [T, N, H]."""
+    effect[s, n, t + j - s], end the last step of t's episode (`episode_ends` of `terminals`); 0 at j = 0 and past
+    the rollout. Past the end (--zeros-after-terminal) t's targets are the episode's zeros, which its own decisions
+    can have moved and the next episode's cannot. Without `terminals` the sum runs to t + j: right inside windows
+    cut at the terminal, the only entries those read, and a third of the cost (a gather per offset less).
+    Shapes: arriving [T, N, H] (`arriving_effects`); terminals [T, N] or None. Returns [T, N, H]."""
     T, N, H = arriving.shape
     steps = torch.arange(T, device=arriving.device)
-    end = episode_ends(terminals)
+    end = episode_ends(terminals) if terminals is not None else None
     later = torch.zeros_like(arriving)
     for j in range(1, min(H, T)):
         later[: T - j, :, j] = arriving[j:, :, j - 1]  # decisions t + 1 .. t + j
-        # less the next episode's, the latest `spill` of them (steps end + 1 .. t + j): arriving[t + j, spill - 1]
-        spill = (steps[: T - j, None] + j - end[: T - j]).clamp(min=0)
-        next_episode = arriving[j:].gather(2, (spill - 1).clamp(min=0)[..., None]).squeeze(2)
-        later[: T - j, :, j] -= torch.where(spill > 0, next_episode, 0.0)
+        if end is not None:  # less the next episode's, the latest `spill` of them: arriving[t + j, spill - 1]
+            spill = (steps[: T - j, None] + j - end[: T - j]).clamp(min=0)
+            next_episode = arriving[j:].gather(2, (spill - 1).clamp(min=0)[..., None]).squeeze(2)
+            later[: T - j, :, j] -= torch.where(spill > 0, next_episode, 0.0)
     return later
 
 
@@ -1187,7 +1188,7 @@ def train(args, checkpoint=None):
             if args.subtract_later_effects or args.subtract_earlier_effects:
                 arriving = arriving_effects(q, probs, actions, valid)
                 if args.subtract_later_effects:
-                    baseline = baseline + later_effects(arriving, terminals)
+                    baseline = baseline + later_effects(arriving, terminals if args.zeros_after_terminal else None)
                 if args.subtract_earlier_effects:
                     baseline = baseline + earlier_effects(arriving, terminals)
             if args.sigma == "fitted":

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import KERNEL, host_advantage, reference_advantage
-from p3o_ocean import MAX_SIGMA, arriving_effects, earlier_effects, effect_sigma, episode_windows, fit_effect_head, fitted_sigma, ridge_path, later_effects, p3o_advantage, variable_horizon
+from p3o_ocean import MAX_SIGMA, arriving_effects, earlier_effects, effect_sigma, episode_ends, episode_windows, fit_effect_head, fitted_sigma, ridge_path, later_effects, p3o_advantage, variable_horizon
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -418,6 +418,11 @@ def test_later_effects_sum_the_later_decisions_of_the_same_episode_only(T, H):
     torch.testing.assert_close(later, expected)
     # the case has later decisions on both sides of an end: with no terminals, the past-the-end entries differ
     assert not torch.allclose(later, later_effects(arriving_effects(q, probs, actions, valid), torch.zeros(T, N)))
+    # without terminals (the cut window's call) it is the same on every entry a window cut at the terminal reads
+    unrestricted = later_effects(arriving_effects(q, probs, actions, valid))
+    inside = torch.arange(T)[:, None, None] + torch.arange(H) <= episode_ends(terminals)[..., None]
+    torch.testing.assert_close(unrestricted[inside], later[inside], rtol=0, atol=0)
+    assert not torch.equal(unrestricted, later)
 
 
 @pytest.mark.parametrize("T, H", [(9, 4), (5, 8)])
