@@ -89,7 +89,10 @@ class Args:
     target_kl: Optional[float] = None
     """the target KL divergence threshold"""
 
-    # P3O: the multi-horizon value head and the precision-weighted advantage, in place of GAE
+    # P3O: the multi-horizon value head and the precision-weighted advantage, in place of GAE. On Atari six defaults
+    # differ from p3o_ocean.py's: P3O.md's learned sigma without the effect subtractions, the tail bootstrap, the
+    # zeros after the terminal and the window loss at 0.1. p3o_ocean.py's defaults score 1.5 to 2 on Breakout at 200k
+    # steps, these 5.5 (PPO 4.5); on the Ocean suite these break horizon invariance on delay (README, Results)
     horizon: int = 128
     """H, the horizon cap: the value head predicts the reward at each of the next H steps"""
     puf: float = 0.0
@@ -102,41 +105,42 @@ class Args:
     """cut the horizon at the first offset past --min-horizon whose sigma exceeds this fraction of the reward std;
     0 (the default): no cut. P3O.md's 0.95 makes P3O myopic: it cuts at 16 wherever the far rewards are noisy
     (README, Results)"""
-    tail: Literal["bootstrap", "none"] = "none"
-    """windows that reach the rollout's end: stop there (the default), or continue them with the value head's
-    predictions at the last state. The bootstrap made H matter: it adds the untrained columns past the episodes'
-    lengths to the advantage (README, Results)"""
-    sigma: Literal["effect", "fitted", "learned"] = "effect"
-    """each offset's sigma in the advantage: effect (the default) weighs each offset by how much of the action's
+    tail: Literal["bootstrap", "none"] = "bootstrap"
+    """windows that reach the rollout's end: stop there, or continue them with the value head's predictions at the
+    last state (Atari's default; without it the decisions late in a rollout see little of their reward, Breakout's
+    return at 200k steps 2.3 against 5.9). On the Ocean suite the bootstrap made H matter (README, Results)"""
+    sigma: Literal["effect", "fitted", "learned"] = "learned"
+    """each offset's sigma in the advantage: effect (p3o_ocean.py's default) weighs each offset by how much of the action's
     whole effect its residual carries, from an action-conditioned head refitted in closed form to each batch;
-    learned is P3O.md's log_sigma, trained by the value NLL (Adam moves it by about the learning rate per update,
-    too slowly to learn a weight curve within a run); fitted is the RMS residual of the offset over the batch, in
+    learned (Atari's default) is P3O.md's log_sigma, trained by the value NLL (Adam moves it by about the learning
+    rate per update, too slowly to learn a weight curve within a run); fitted is the RMS residual of the offset over the batch, in
     closed form every iteration (the value NLL's optimum) (README, Results)"""
     sigma_floor: float = 0.0
     """--sigma fitted: no offset's sigma below this fraction of the batch's reward std"""
     effect_floor: float = 0.5
     """--sigma effect: no offset's weight below this fraction of the largest"""
-    subtract_later_effects: bool = True
+    subtract_later_effects: bool = False
     """subtract from the rewards ahead of each decision what the decisions after it are predicted to add (the
     action-conditioned head of --sigma effect), so the advantage no longer carries the later choices' noise; an
-    unbiased control variate, since each later effect has mean zero under the policy that acted. With the
-    learned sigma and without the subtractions (`--sigma learned --no-subtract-later-effects
-    --no-subtract-earlier-effects`), P3O is P3O.md's (README, Results)"""
-    subtract_earlier_effects: bool = True
+    unbiased control variate, since each later effect has mean zero under the policy that acted. On by default in
+    p3o_ocean.py; on Breakout the head finds no effect (about 1000 decisions an action against 512 features) and
+    the machinery costs return (README, Results)"""
+    subtract_earlier_effects: bool = False
     """subtract, likewise, what the decisions before each one in its episode are predicted to add to the rewards
     ahead of it (drawn before its action, so also unbiased): what the value head has not yet learned of them"""
-    window_loss_coef: float = 0.0
+    window_loss_coef: float = 0.1
     """beside the NLL, this times the squared error of mu's sum over each decision's window, 0.5 (sum of target -
     mu)^2, per decision like PPO's value loss: the per-offset NLL, averaged over every (decision, offset), gives the
     shared trunk almost no gradient where per-step rewards are small (Breakout's window sums: explained variance
-    ~0 without it, 0.84 with it). 0 (the default) is P3O.md's NLL alone: on the Ocean suite the loss costs delay
-    and, with --zeros-after-terminal, breaks horizon invariance (README, Results)"""
-    zeros_after_terminal: bool = False
+    ~0 without it). Atari's default is 0.1: at 1 the value gradient, summed over H outputs, swamps the policy's
+    under the shared gradient clip (Breakout 3.1 against 5.5); at 0 or 0.008 Breakout stays near 2. 0 is P3O.md's
+    NLL alone, p3o_ocean.py's default: on the Ocean suite the loss costs delay and forage (README, Results)"""
+    zeros_after_terminal: bool = True
     """P3O.md cuts each window at its episode's terminal, so mu predicts the rewards of the episodes that go on
     and an action that ends its episode early loses nothing in its advantage (a survival bias). Toggled, the
     window runs on past the terminal to the horizon on the episode's known zeros: unbiased, but where the state
-    does not tell how far the end is (delay's), the unpredictable end adds variance: off by default (README,
-    Results)"""
+    does not tell how far the end is (delay's), the unpredictable end adds variance: on for Atari (each lost ball
+    ends an episode), off in p3o_ocean.py (README, Results)"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
     # end P3O
@@ -616,6 +620,18 @@ def masked_mean(x, mask):
     return (x * mask).sum() / mask.sum().clamp(min=1)
 
 
+def explained_variance(y, residual, mask):
+    """1 - Var(residual) / Var(y) over the entries where mask (bool) is set; nan where y does not vary there."""
+    count = mask.sum().clamp(min=1)
+
+    def variance(x):
+        x = torch.where(mask, x, 0.0).reshape(-1)
+        return torch.dot(x, x) / count - (x.sum() / count) ** 2
+
+    var_y = variance(y)
+    return float("nan") if not var_y > 0 else float(1 - variance(residual) / var_y)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Checkpoints and guards: a run killed at any moment loses at most one --save-interval
 # ---------------------------------------------------------------------------------------------------------
@@ -912,7 +928,7 @@ def train(args, checkpoint=None):
         # end P3O
 
         # Optimizing the policy and value network
-        clipfracs = []
+        clipfracs, grad_norms = [], []  # grad_norms: before the clip, to see how often it bites
         for epoch in range(args.update_epochs):
             b_inds = torch.randperm(args.batch_size, device=device)
             for start in range(0, args.batch_size, args.minibatch_size):
@@ -960,6 +976,7 @@ def train(args, checkpoint=None):
                 optimizer.zero_grad()
                 loss.backward()
                 grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                grad_norms += [grad_norm]
                 bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
                 if bad:
                     stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // args.minibatch_size})")
@@ -973,23 +990,25 @@ def train(args, checkpoint=None):
             sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
         # P3O: the action-conditioned head, refitted in closed form
+        residuals = value_targets - mus  # the value head's errors on the rollout, made before this update
         if agent.effect is not None:  # refit the head to this batch, for the next (fitted to the batch it corrects, it would depend on its actions)
-            weight, bias = fit_effect_head(hidden, actions.reshape(-1), (value_targets - mus).reshape(args.batch_size, -1), value_window.reshape(-1), agent.num_actions, args.num_envs)
+            weight, bias = fit_effect_head(hidden, actions.reshape(-1), residuals.reshape(args.batch_size, -1), value_window.reshape(-1), agent.num_actions, args.num_envs)
             agent.effect.weight.copy_(weight)
             agent.effect.bias.copy_(bias)
             timer.lap("advantage")
         # end P3O
 
         with torch.no_grad():
-            # P3O: explained variance of the per-offset predictions, on the last minibatch's kept entries
-            y_true = mb_value_targets[kept]
-            var_y = y_true.var()
-            explained_var = float("nan") if var_y == 0 else float(1 - residual[kept].var() / var_y)
-            # and of their sums over each decision's window, what the advantage subtracts: per-step rewards can be
-            # unpredictable one by one (Breakout's: explained variance ~0) while their sum is predicted well
-            rows = kept.any(1)
-            sum_var = torch.where(kept, mb_value_targets, 0.0).sum(1)[rows].var()
-            window_explained_var = float("nan") if not sum_var > 0 else float(1 - residual.sum(1)[rows].var() / sum_var)
+            # P3O: explained variance of the predictions the rollout made, before this update (out of sample, as
+            # PPO's): of each kept reward ahead, and of their sums over each decision's window, what the advantage
+            # subtracts (per-step rewards can be unpredictable one by one, Breakout's at ~0, while their sum is
+            # predicted well). Over 32 of the envs at most: the whole [T, N, H] batch would cost about 5% of an
+            # Ocean iteration.
+            envs_read = slice(None, None, max(1, args.num_envs // 32))
+            targets_read, residuals_read, window_read = value_targets[:, envs_read], residuals[:, envs_read], value_window[:, envs_read]
+            kept = offsets < window_read[..., None]
+            explained_var = explained_variance(targets_read, residuals_read, kept)
+            window_explained_var = explained_variance(torch.where(kept, targets_read, 0.0).sum(-1), torch.where(kept, residuals_read, 0.0).sum(-1), window_read > 0)
             horizon = int(variable_horizon(sigma, sigma_r, args.min_horizon, args.horizon_cut))
             # end P3O
             ended = episode_lengths > 0
@@ -1011,6 +1030,7 @@ def train(args, checkpoint=None):
         writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
         writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
         writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+        writer.add_scalar("losses/grad_norm", torch.stack(grad_norms).mean().item(), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         # P3O: the horizon the weights chose, how well mu's window sums are predicted, the value NLL, the spread of

@@ -88,7 +88,9 @@ class Args:
     hidden_size: int = 64
     """width of the shared MLP trunk"""
 
-    # P3O specific arguments
+    # P3O specific arguments. p3o_atari.py's defaults differ in six of them (P3O.md's learned sigma, no effect
+    # subtractions, the tail bootstrap, the zeros after the terminal, the window loss at 0.1): these do not learn
+    # Breakout, those break horizon invariance here (README, Results)
     horizon: int = 128
     """H, the horizon cap: the value head predicts the reward at each of the next H steps"""
     puf: float = 0.0
@@ -942,6 +944,18 @@ def masked_mean(x, mask):
     return (x * mask).sum() / mask.sum().clamp(min=1)
 
 
+def explained_variance(y, residual, mask):
+    """1 - Var(residual) / Var(y) over the entries where mask (bool) is set; nan where y does not vary there."""
+    count = mask.sum().clamp(min=1)
+
+    def variance(x):
+        x = torch.where(mask, x, 0.0).reshape(-1)
+        return torch.dot(x, x) / count - (x.sum() / count) ** 2
+
+    var_y = variance(y)
+    return float("nan") if not var_y > 0 else float(1 - variance(residual) / var_y)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Checkpoints and guards: a run killed at any moment loses at most one --save-interval
 # ---------------------------------------------------------------------------------------------------------
@@ -1213,7 +1227,7 @@ def train(args, checkpoint=None):
         b_value_window = value_window.reshape(-1)
 
         # Optimizing the policy and value network
-        clipfracs = []
+        clipfracs, grad_norms = [], []  # grad_norms: before the clip, to see how often it bites
         for epoch in range(args.update_epochs):
             b_inds = torch.randperm(args.batch_size, device=device)
             for start in range(0, args.batch_size, args.minibatch_size):
@@ -1260,6 +1274,7 @@ def train(args, checkpoint=None):
                 optimizer.zero_grad()
                 loss.backward()
                 grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                grad_norms += [grad_norm]
                 bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
                 if bad:
                     stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // args.minibatch_size})")
@@ -1272,22 +1287,23 @@ def train(args, checkpoint=None):
             writer.close()
             sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
+        residuals = value_targets - mus  # the value head's errors on the rollout, made before this update
         if agent.effect is not None:  # refit the head to this batch, for the next (fitted to the batch it corrects, it would depend on its actions)
-            weight, bias = fit_effect_head(hidden, actions.reshape(-1), (value_targets - mus).reshape(args.batch_size, -1), value_window.reshape(-1), agent.num_actions, args.num_envs)
+            weight, bias = fit_effect_head(hidden, actions.reshape(-1), residuals.reshape(args.batch_size, -1), value_window.reshape(-1), agent.num_actions, args.num_envs)
             agent.effect.weight.copy_(weight)
             agent.effect.bias.copy_(bias)
             timer.lap("advantage")
 
-        # Explained variance of the per-offset predictions, on the last minibatch's kept entries
+        # Explained variance of the predictions the rollout made, before this update (out of sample, as PPO's): of each
+        # kept reward ahead, and of their sums over each decision's window, what the advantage subtracts (per-step
+        # rewards can be unpredictable one by one, Breakout's at ~0, while their sum is predicted well). Over 32 of
+        # the envs at most: the whole [T, N, H] batch would cost about 5% of an Ocean iteration.
         with torch.no_grad():
-            y_true = mb_value_targets[kept]
-            var_y = y_true.var()
-            explained_var = float("nan") if var_y == 0 else float(1 - residual[kept].var() / var_y)
-            # and of their sums over each decision's window, what the advantage subtracts: per-step rewards can be
-            # unpredictable one by one (Breakout's: explained variance ~0) while their sum is predicted well
-            rows = kept.any(1)
-            sum_var = torch.where(kept, mb_value_targets, 0.0).sum(1)[rows].var()
-            window_explained_var = float("nan") if not sum_var > 0 else float(1 - residual.sum(1)[rows].var() / sum_var)
+            envs_read = slice(None, None, max(1, args.num_envs // 32))
+            targets_read, residuals_read, window_read = value_targets[:, envs_read], residuals[:, envs_read], value_window[:, envs_read]
+            kept = offsets < window_read[..., None]
+            explained_var = explained_variance(targets_read, residuals_read, kept)
+            window_explained_var = explained_variance(torch.where(kept, targets_read, 0.0).sum(-1), torch.where(kept, residuals_read, 0.0).sum(-1), window_read > 0)
             horizon = int(variable_horizon(sigma, sigma_r, args.min_horizon, args.horizon_cut))
             episodes, returns, lengths, scores = episode_stats.tolist()
         final_scores.append((scores, episodes))
@@ -1308,6 +1324,7 @@ def train(args, checkpoint=None):
         writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
         writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
         writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+        writer.add_scalar("losses/grad_norm", torch.stack(grad_norms).mean().item(), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         # P3O: the horizon the weights chose, how well mu's window sums are predicted, the spread of the batch's

@@ -248,6 +248,18 @@ def masked_mean(x, mask):
     return (x * mask).sum() / mask.sum().clamp(min=1)
 
 
+def explained_variance(y, residual, mask):
+    """1 - Var(residual) / Var(y) over the entries where mask (bool) is set; nan where y does not vary there."""
+    count = mask.sum().clamp(min=1)
+
+    def variance(x):
+        x = torch.where(mask, x, 0.0).reshape(-1)
+        return torch.dot(x, x) / count - (x.sum() / count) ** 2
+
+    var_y = variance(y)
+    return float("nan") if not var_y > 0 else float(1 - variance(residual) / var_y)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Checkpoints and guards: a run killed at any moment loses at most one --save-interval
 # ---------------------------------------------------------------------------------------------------------
@@ -507,7 +519,7 @@ def train(args, checkpoint=None):
         # end PPO
 
         # Optimizing the policy and value network
-        clipfracs = []
+        clipfracs, grad_norms = [], []  # grad_norms: before the clip, to see how often it bites
         for epoch in range(args.update_epochs):
             b_inds = torch.randperm(args.batch_size, device=device)
             for start in range(0, args.batch_size, args.minibatch_size):
@@ -553,6 +565,7 @@ def train(args, checkpoint=None):
                 optimizer.zero_grad()
                 loss.backward()
                 grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                grad_norms += [grad_norm]
                 bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
                 if bad:
                     stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // args.minibatch_size})")
@@ -568,9 +581,7 @@ def train(args, checkpoint=None):
 
         with torch.no_grad():
             # PPO: explained variance of the values, over the batch's decisions
-            y_pred, y_true = b_values[b_valid.bool()], b_returns[b_valid.bool()]
-            var_y = y_true.var()
-            explained_var = float("nan") if var_y == 0 else float(1 - (y_true - y_pred).var() / var_y)
+            explained_var = explained_variance(b_returns, b_returns - b_values, b_valid.bool())
             # end PPO
             ended = episode_lengths > 0
             finished = list(zip(episode_returns[ended].tolist(), episode_lengths[ended].tolist(), episode_scores[ended].tolist()))
@@ -591,6 +602,7 @@ def train(args, checkpoint=None):
         writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
         writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
         writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+        writer.add_scalar("losses/grad_norm", torch.stack(grad_norms).mean().item(), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         for phase, seconds in timer.totals.items():

@@ -5,7 +5,7 @@ import inspect
 import re
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import envpool
@@ -70,7 +70,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "EFFECT_RIDGES", "gram_eigh", "ridge_path", "fit_effect_head", "arriving_effects", "later_effects", "earlier_effects", "uses_effect_head", "CHECKPOINT_KEYS"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "EFFECT_RIDGES", "gram_eigh", "ridge_path", "fit_effect_head", "arriving_effects", "later_effects", "earlier_effects", "uses_effect_head", "CHECKPOINT_KEYS"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":
@@ -222,8 +222,8 @@ def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
         torch.testing.assert_close(got, want)
     assert not any(p.requires_grad for p in agent.effect.parameters())
     torch.testing.assert_close(probs.sum(-1), torch.ones(3))
-    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8)).effect is not None  # the default builds the head
-    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="learned", subtract_later_effects=False, subtract_earlier_effects=False)).effect is None  # P3O.md's does not
+    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="effect", subtract_later_effects=True, subtract_earlier_effects=True)).effect is not None  # p3o_ocean.py's defaults build the head
+    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8)).effect is None  # Atari's (P3O.md's sigma, no subtractions) do not
     assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="learned", subtract_later_effects=False, subtract_earlier_effects=True)).effect is not None
     monkeypatch.chdir(tmp_path)
     subtracted = []
@@ -240,10 +240,20 @@ def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
     assert len(subtracted) == 2 and not subtracted[0].any() and subtracted[1].any()  # once per iteration
 
 
+def test_atari_defaults_differ_from_the_ocean_ones_in_the_documented_flags():
+    """p3o_atari.py ships the settings that learn Breakout; p3o_ocean.py the ones measured invariant on the suite.
+    Beyond the envs' own budget, learning rate and batch, they differ in these six P3O flags and nothing else."""
+    atari, ocean = asdict(p3o_atari.Args()), asdict(p3o_ocean.Args())
+    differ = {name for name in atari.keys() & ocean.keys() if atari[name] != ocean[name]}
+    assert differ - {"exp_name", "env_id", "total_timesteps", "learning_rate", "num_envs", "update_epochs"} == {"sigma", "subtract_later_effects", "subtract_earlier_effects", "tail", "window_loss_coef", "zeros_after_terminal"}
+    assert (atari["sigma"], atari["tail"], atari["window_loss_coef"], atari["zeros_after_terminal"]) == ("learned", "bootstrap", 0.1, True)
+    assert not atari["subtract_later_effects"] and not atari["subtract_earlier_effects"]
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Smoke runs, CleanRL style: the scripts as a user runs them, on Atari through EnvPool, on the CPU
 # ---------------------------------------------------------------------------------------------------------
-TAGS = {"charts/episodic_return", "charts/score", "charts/avg_episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate", "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/explained_variance", "perf/rollout_fraction", "perf/advantage_fraction", "perf/update_fraction"}
+TAGS = {"charts/episodic_return", "charts/score", "charts/avg_episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate", "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/grad_norm", "losses/explained_variance", "perf/rollout_fraction", "perf/advantage_fraction", "perf/update_fraction"}
 P3O_TAGS = {"charts/horizon", "losses/value_nll", "losses/window_loss", "charts/sigma_r", "charts/advantage_mean"}
 
 

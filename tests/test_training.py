@@ -183,3 +183,41 @@ def test_window_loss_adds_the_squared_error_of_each_windows_sum(coef, tmp_path, 
     value_loss, nll, window = (torch.tensor([e.value for e in events.Scalars(f"losses/{tag}")]) for tag in ("value_loss", "value_nll", "window_loss"))
     assert len(window) == 3 and window.min() > 0  # squared's targets hit every window some of the time
     torch.testing.assert_close(value_loss, nll + coef * window)
+
+
+def test_explained_variance_is_out_of_sample(tmp_path, monkeypatch):
+    """The logged explained variances read the predictions the rollout made, before the update, as PPO's does: at
+    the first iteration the zero-initialised head predicts mu = 0, so both are exactly 0 there (the update's own
+    minibatch, which this used to read, has moved away from 0 by then); later they move."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.chdir(tmp_path)
+    args = Args(env_id="squared", num_envs=32, num_steps=32, num_minibatches=2, update_epochs=2, total_timesteps=4 * 32 * 32, horizon=16, progress=False, window_loss_coef=1.0)
+    events = EventAccumulator(str(tmp_path / "runs" / train(args)["run"]))
+    events.Reload()
+    for tag in ("explained_variance", "window_explained_variance"):
+        values = [e.value for e in events.Scalars(f"losses/{tag}")]
+        assert len(values) == 4 and abs(values[0]) < 1e-6, (tag, values)
+        assert max(abs(v) for v in values[1:]) > 1e-3, (tag, values)
+
+
+def test_explained_variance_reads_only_the_masked_entries():
+    y = torch.tensor([1.0, 2.0, 3.0, 4.0, 100.0])
+    mask = torch.tensor([True, True, True, True, False])
+    assert p3o_ocean.explained_variance(y, torch.zeros(5), mask) == pytest.approx(1.0)  # a perfect prediction
+    assert p3o_ocean.explained_variance(y, y - 2.5, mask) == pytest.approx(0.0)  # the masked mean, 2.5
+    assert p3o_ocean.explained_variance(y, torch.tensor([0.5, -0.5, 0.5, -0.5, 1e6]), mask) == pytest.approx(1 - 0.25 / 1.25)
+    assert torch.isnan(torch.tensor(p3o_ocean.explained_variance(torch.ones(5), torch.zeros(5), mask)))  # y does not vary
+
+
+def test_grad_norm_is_logged_before_the_clip(tmp_path, monkeypatch):
+    """losses/grad_norm is the gradient's norm before clip_grad_norm_ scales it to --max-grad-norm, so it shows how
+    much the clip shrinks the update (the value loss's share of the norm shrinks the policy's step with it)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.chdir(tmp_path)
+    args = Args(env_id="squared", num_envs=32, num_steps=32, num_minibatches=2, update_epochs=1, total_timesteps=2 * 32 * 32, horizon=16, progress=False, max_grad_norm=1e-6)
+    events = EventAccumulator(str(tmp_path / "runs" / train(args)["run"]))
+    events.Reload()
+    norms = [e.value for e in events.Scalars("losses/grad_norm")]
+    assert len(norms) == 2 and min(norms) > 1e-3, norms
