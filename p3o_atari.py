@@ -92,7 +92,7 @@ class Args:
     # P3O: the multi-horizon value head and the precision-weighted advantage, in place of GAE. On Atari six defaults
     # differ from p3o_ocean.py's: P3O.md's learned sigma without the effect subtractions, the tail bootstrap, the
     # zeros after the terminal and the window loss at 0.1. p3o_ocean.py's defaults score 1.5 to 2 on Breakout at 200k
-    # steps, these 5.5 (PPO 4.2); on the Ocean suite these break horizon invariance (README, Results)
+    # steps, these 5.3 (PPO 3.7); on the Ocean suite these break horizon invariance (README, Results)
     horizon: int = 128
     """H, the horizon cap: the value head predicts the reward at each of the next H steps"""
     puf: float = 0.0
