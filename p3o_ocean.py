@@ -1287,9 +1287,8 @@ def train(args, checkpoint=None):
             writer.close()
             sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
-        residuals = value_targets - mus  # the value head's errors on the rollout, made before this update
         if agent.effect is not None:  # refit the head to this batch, for the next (fitted to the batch it corrects, it would depend on its actions)
-            weight, bias = fit_effect_head(hidden, actions.reshape(-1), residuals.reshape(args.batch_size, -1), value_window.reshape(-1), agent.num_actions, args.num_envs)
+            weight, bias = fit_effect_head(hidden, actions.reshape(-1), (value_targets - mus).reshape(args.batch_size, -1), value_window.reshape(-1), agent.num_actions, args.num_envs)
             agent.effect.weight.copy_(weight)
             agent.effect.bias.copy_(bias)
             timer.lap("advantage")
@@ -1300,7 +1299,8 @@ def train(args, checkpoint=None):
         # the envs at most: the whole [T, N, H] batch would cost about 5% of an Ocean iteration.
         with torch.no_grad():
             envs_read = slice(None, None, max(1, args.num_envs // 32))
-            targets_read, residuals_read, window_read = value_targets[:, envs_read], residuals[:, envs_read], value_window[:, envs_read]
+            targets_read, window_read = value_targets[:, envs_read], value_window[:, envs_read]
+            residuals_read = targets_read - mus[:, envs_read]  # the value head's errors on the rollout, made before this update
             kept = offsets < window_read[..., None]
             explained_var = explained_variance(targets_read, residuals_read, kept)
             window_explained_var = explained_variance(torch.where(kept, targets_read, 0.0).sum(-1), torch.where(kept, residuals_read, 0.0).sum(-1), window_read > 0)
