@@ -89,10 +89,10 @@ class Args:
     target_kl: Optional[float] = None
     """the target KL divergence threshold"""
 
-    # P3O: the multi-horizon value head and the precision-weighted advantage, in place of GAE. On Atari six defaults
-    # differ from p3o_ocean.py's: P3O.md's learned sigma without the effect subtractions, the tail bootstrap, the
-    # zeros after the terminal and the window loss at 0.1. p3o_ocean.py's defaults score 1.5 to 2 on Breakout at 200k
-    # steps, these 5.3 (PPO 3.7); on the Ocean suite these break horizon invariance (README, Results)
+    # P3O: the multi-horizon value head and the precision-weighted advantage, in place of GAE. On Atari five defaults
+    # differ from p3o_ocean.py's: P3O.md's learned sigma without the effect subtractions, the window loss at 0.1 and
+    # no clock. p3o_ocean.py's defaults of 2026-11-22 scored 1.5 to 2 on Breakout at 200k steps, these 5.3 (PPO 3.7);
+    # on the Ocean suite these break horizon invariance (README, Results)
     horizon: int = 128
     """H, the horizon cap: the value head predicts the reward at each of the next H steps"""
     puf: float = 0.0
@@ -106,10 +106,9 @@ class Args:
     0 (the default): no cut. P3O.md's 0.95 makes P3O myopic: it cuts at 16 wherever the far rewards are noisy
     (README, Results)"""
     tail: Literal["bootstrap", "none"] = "bootstrap"
-    """windows that reach the rollout's end: stop there, or continue them with the value head's predictions at the
-    last state (Atari's default; without it the decisions late in a rollout see little of their reward: Breakout at
-    200k steps, seed 1, 2.25 against 5.38 with the other Atari fixes). On the Ocean suite the bootstrap made H
-    matter (README, Results)"""
+    """windows that reach the rollout's end: continue them with the value head's predictions at the last state (the
+    default), or stop there. Without it the decisions late in a rollout see little of their reward (Breakout at 200k
+    steps, seed 1: 2.25 against 5.38); without --clock it made H matter on the Ocean suite (README, Results)"""
     sigma: Literal["effect", "fitted", "learned"] = "learned"
     """each offset's sigma in the advantage: effect (p3o_ocean.py's default) weighs each offset by how much of the action's
     whole effect its residual carries, from an action-conditioned head refitted in closed form to each batch;
@@ -138,10 +137,17 @@ class Args:
     NLL alone, p3o_ocean.py's default: on the Ocean suite the loss costs delay and forage (README, Results)"""
     zeros_after_terminal: bool = True
     """P3O.md cuts each window at its episode's terminal, so mu predicts the rewards of the episodes that go on
-    and an action that ends its episode early loses nothing in its advantage (a survival bias). Toggled, the
-    window runs on past the terminal to the horizon on the episode's known zeros: unbiased, but where the state
-    does not tell how far the end is (delay's), the unpredictable end adds variance: on for Atari (each lost ball
-    ends an episode), off in p3o_ocean.py (README, Results)"""
+    and an action that ends its episode early loses nothing in its advantage (a survival bias: on Breakout each lost
+    ball ends an episode). By default the window runs on past the terminal to the horizon on the episode's known
+    zeros: unbiased, and with --clock the value head can tell where a time-set end falls (without it, delay's
+    unpredictable end added variance) (README, Results)"""
+    clock: bool = False
+    """the value head adds c[s, j], a table over the clock s (the env's count of its episode's decisions so far, on
+    Atari of the game's: a lost life does not reset it; capped at CLOCK_ROWS - 1) and the offset j, refitted in closed
+    form to each batch: where an episode's end is set by a time the observation does not show (delay's), mu can then
+    tell where the episode's zeros begin (--zeros-after-terminal) and the tail bootstrap where the next episode
+    starts. Cross-validated, so it stays at 0 where the clock predicts nothing. On in p3o_ocean.py; off here until
+    it is measured on Atari (README, Results)"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
     # end P3O
@@ -226,6 +232,10 @@ def make_envs(args, device):
 MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 # The effect head's candidate ridges, per decision fitted (fit_effect_head picks one per action and offset).
 EFFECT_RIDGES = 10.0 ** torch.arange(-3.0, 6.0)
+# --clock: the table's rows (episode steps 0 .. 254, then one row for every later step) and its candidate shrinkages,
+# in residuals of 0 added to each cell (fit_clock_table picks one per offset).
+CLOCK_ROWS = 256
+CLOCK_PRIORS = 4.0 ** torch.arange(-1.0, 8.0)
 
 
 def episode_ends(terminals):
@@ -367,6 +377,33 @@ def fit_effect_head(hidden, actions, residual, window, num_actions, num_envs):
         head.append((basis @ (coords / (evals[:, None] + ridge))).T)  # [H, F + 1]
     head = torch.cat(head).to(hidden.dtype)  # [A * H, F + 1], in q's order [A, H]
     return head[:, :-1], head[:, -1]
+
+
+def fit_clock_table(clocks, residual, window, num_envs):
+    """--clock in closed form: c[s, j] is the mean of the value residuals (reward less the critic's mu) j steps after
+    the decisions made s steps into their episode, shrunk toward 0 as if each cell held `prior` more residuals of 0
+    (the ridge fit of the residual on the clock's one-hot code). The prior is chosen per offset by two-fold
+    cross-validation among CLOCK_PRIORS and no table at all (c = 0), the folds the two halves of the envs (of the
+    rollout, with one env), as in fit_effect_head: where the clock does not predict the residual out of sample, the
+    offset's column stays at 0 instead of adding its cells' noise to every baseline. Offsets past a decision's window
+    and autoreset steps (window 0) are left out. Shapes: clocks, window [T, N]; residual [T, N, H].
+    Returns c [CLOCK_ROWS, H]."""
+    T, N, H = residual.shape
+    kept = torch.arange(H, device=residual.device) < window[..., None]
+    residual, kept = torch.where(kept, residual, 0.0).double(), kept.double()
+    rows = clocks.clamp(0, CLOCK_ROWS - 1)
+    steps, envs = torch.meshgrid(torch.arange(T, device=rows.device), torch.arange(N, device=rows.device), indexing="ij")
+    fold = envs >= N / 2 if N > 1 else steps >= T / 2
+    sums = [residual.new_zeros(CLOCK_ROWS, H).index_add_(0, rows[fold == half], residual[fold == half]) for half in (False, True)]
+    counts = [residual.new_zeros(CLOCK_ROWS, H).index_add_(0, rows[fold == half], kept[fold == half]) for half in (False, True)]
+    priors = torch.cat([CLOCK_PRIORS.to(residual), residual.new_tensor([math.inf])])[:, None, None]  # the last: c = 0
+    # Each prior's squared error on the other half, both ways round, less the part no prior changes.
+    errors = residual.new_zeros(len(priors), H)
+    for fitted, other in ((0, 1), (1, 0)):
+        cells = sums[fitted] / (counts[fitted] + priors)  # [priors, CLOCK_ROWS, H]
+        errors += (counts[other] * cells.square() - 2 * cells * sums[other]).sum(1)
+    prior = priors.view(-1)[errors.argmin(0)]  # [H]; inf where no table won
+    return ((sums[0] + sums[1]) / (counts[0] + counts[1] + prior)).float()
 
 
 def arriving_effects(q, probs, actions, valid):
@@ -592,6 +629,8 @@ class Agent(nn.Module):
         self.effect = layer_init(nn.Linear(width, num_actions * args.horizon), std=0) if uses_effect_head(args) else None
         if self.effect is not None:
             self.effect.requires_grad_(False)
+        # --clock: c[s, j] added to mu[j] for a decision s steps into its episode, refitted like the head above
+        self.register_buffer("clock_table", torch.zeros(CLOCK_ROWS, args.horizon) if args.clock else None)
 
     def get_features(self, x):
         """The trunk's features [B, F]: the rollout keeps them for the action-conditioned head."""
@@ -600,6 +639,19 @@ class Agent(nn.Module):
     def get_action_effects(self, hidden):
         """From the trunk's features [B, F]: the policy's probabilities [B, A] and the action-conditioned residuals q [B, A, H]."""
         return Categorical(logits=self.actor(hidden)).probs, self.effect(hidden).view(-1, self.num_actions, self.horizon)
+
+    def load_state_dict(self, state_dict, strict=True):
+        """A checkpoint written before --clock existed has no table: --eval-checkpoint plays it without one (--resume
+        refuses such checkpoints)."""
+        if self.clock_table is not None and "clock_table" not in state_dict:
+            self.clock_table = None
+        return super().load_state_dict(state_dict, strict)
+
+    def clock_mu(self, clock):
+        """--clock: the table's part of mu for decisions `clock` steps into their episodes, [*clock.shape, H] (0 without it)."""
+        if self.clock_table is None:
+            return 0.0
+        return self.clock_table.index_select(0, clock.clamp(0, CLOCK_ROWS - 1).reshape(-1)).view(*clock.shape, -1)
 
     def get_action_and_value(self, x, action=None, hidden=None):
         hidden = self.network(x.float() / self.obs_scale) if hidden is None else hidden  # the rollout passes those it kept
@@ -815,6 +867,7 @@ def train(args, checkpoint=None):
     # P3O: H predicted rewards per decision
     mus = torch.zeros((args.num_steps, args.num_envs, args.horizon), device=device)
     hiddens = torch.zeros((args.num_steps, args.num_envs, agent.critic.in_features), device=device)  # the trunk's features
+    clocks = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)  # each decision's step in its episode
     offsets = torch.arange(args.horizon, device=device)
     # end P3O
 
@@ -866,8 +919,9 @@ def train(args, checkpoint=None):
             with torch.no_grad():
                 # P3O: the trunk's features, kept for the action-conditioned head; store the predicted rewards
                 hiddens[step] = agent.get_features(next_obs)
+                clocks[step] = torch.as_tensor(envs.episode_length, device=device)  # the env's count of the episode's decisions
                 action, logprob, _, value = agent.get_action_and_value(next_obs, hidden=hiddens[step])
-                mus[step] = value
+                mus[step] = value + agent.clock_mu(clocks[step])
                 # end P3O
             actions[step] = action
             logprobs[step] = logprob
@@ -892,6 +946,7 @@ def train(args, checkpoint=None):
             # episode's zeros after its end (--zeros-after-terminal).
             value_targets, value_window = episode_windows(rewards, terminals, args.horizon, zeros_after_terminal=args.zeros_after_terminal)
             value_window = value_window * real
+            value_inside = episode_windows(rewards, terminals, args.horizon)[1] * real  # of those, the pairs inside the episode
             sigma = agent.log_sigma.clamp(-10, 10).exp()
             baseline = mus  # what the advantage subtracts from each reward ahead
             if agent.effect is not None:  # the action-conditioned head on the rollout's features
@@ -908,7 +963,7 @@ def train(args, checkpoint=None):
                 sigma = fitted_sigma(value_targets, mus, value_window, sigma, args.sigma_floor * sigma_r)
             elif args.sigma == "effect":
                 sigma = effect_sigma(value_targets, baseline, probs, q, value_window, args.effect_floor)
-            tail_mu = agent.get_value(next_obs) if args.tail == "bootstrap" else None
+            tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device)) if args.tail == "bootstrap" else None
             advantages, window = advantage_fn(rewards, terminals, baseline, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu, args.zeros_after_terminal)
             advantages *= valid  # autoreset steps are not decisions
         # end P3O
@@ -926,6 +981,8 @@ def train(args, checkpoint=None):
         # P3O: the rewards ahead and how many of them each decision keeps
         b_value_targets = value_targets.reshape(-1, args.horizon)  # a copy, its rows contiguous
         b_value_window = value_window.reshape(-1)
+        b_clocks = clocks.reshape(-1)
+        b_value_inside = value_inside.reshape(-1)
         # end P3O
 
         # Optimizing the policy and value network
@@ -958,14 +1015,17 @@ def train(args, checkpoint=None):
                 pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
                 pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mb_valid)
 
-                # P3O: value loss, the Gaussian NLL of each real reward ahead under N(mu[j], sigma[j]^2), averaged
-                # over the kept (decision, offset) pairs; summed per offset first, since sigma is shared by all states
+                # P3O: value loss, the Gaussian NLL of each real reward ahead under N(mu[j], sigma[j]^2), summed over
+                # the kept (decision, offset) pairs (per offset first, since sigma is shared by all states) and divided
+                # by the pairs inside the episodes: the known zeros that pad a window past its terminal do not dilute
+                # it, so its scale does not fall as H grows (bandit's one-step episodes: 127 zeros a window at H = 128)
+                newvalue = newvalue + agent.clock_mu(b_clocks[mb_inds])
                 log_sigma = agent.log_sigma.clamp(-10, 10)
                 mb_value_targets = b_value_targets.index_select(0, mb_inds)
                 kept = offsets < b_value_window[mb_inds, None]
                 residual = torch.where(kept, mb_value_targets - newvalue, 0.0)
                 counts = kept.sum(0)
-                value_nll = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / counts.sum().clamp(min=1)
+                value_nll = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / b_value_inside[mb_inds].sum().clamp(min=1)
                 # plus the squared error of the window's sum, what the advantage subtracts, per decision like PPO's
                 window_loss = 0.5 * masked_mean(residual.sum(1).square(), mb_valid)
                 v_loss = value_nll + args.window_loss_coef * window_loss
@@ -976,7 +1036,10 @@ def train(args, checkpoint=None):
 
                 optimizer.zero_grad()
                 loss.backward()
-                grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                # P3O: the clip leaves log_sigma out: H per-offset scales (Adam bounds their steps anyway), whose gradient's
+                # norm would grow with H and make the clip's bite on the policy's step depend on H
+                grad_norm = nn.utils.clip_grad_norm_([p for name, p in agent.named_parameters() if name != "log_sigma"], args.max_grad_norm)
+                # end P3O
                 grad_norms += [grad_norm]
                 bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
                 if bad:
@@ -990,12 +1053,16 @@ def train(args, checkpoint=None):
             writer.close()
             sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
-        # P3O: the action-conditioned head, refitted in closed form
+        # P3O: the action-conditioned head and the clock table, refitted in closed form
         if agent.effect is not None:  # refit the head to this batch, for the next (fitted to the batch it corrects, it would depend on its actions)
             weight, bias = fit_effect_head(hidden, actions.reshape(-1), (value_targets - mus).reshape(args.batch_size, -1), value_window.reshape(-1), agent.num_actions, args.num_envs)
             agent.effect.weight.copy_(weight)
             agent.effect.bias.copy_(bias)
-            timer.lap("advantage")
+        if agent.clock_table is not None:  # refit the table to what the updated critic still misses on this batch, for the next
+            with torch.no_grad():  # (fitted to the rollout's critic, it would count twice what the update just taught the critic)
+                critic_mu = agent.critic(hiddens)  # on the features the rollout kept, as the effect head
+            agent.clock_table.copy_(fit_clock_table(clocks, value_targets - critic_mu, value_window, args.num_envs))
+        timer.lap("advantage")
         # end P3O
 
         with torch.no_grad():

@@ -564,7 +564,9 @@ def train(args, checkpoint=None):
 
                 optimizer.zero_grad()
                 loss.backward()
+                # PPO: the clip over every parameter
                 grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                # end PPO
                 grad_norms += [grad_norm]
                 bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
                 if bad:

@@ -3,7 +3,7 @@
     python benchmarks/ocean_studies.py horizon      # p3o_ocean.py at H = 16, 32, 64, 128, 256 on every env
     python benchmarks/ocean_studies.py versus       # P3O (default H) against PPO at gamma 0.99 and at the best gamma of a sweep
     python benchmarks/ocean_studies.py delay        # the delay env at D = 1, 8, 32, 64, 100: each algorithm's score against D
-    python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off, sigma effect/fitted/learned, subtractions on/off, window cut/zeros after the terminal, window loss off/on
+    python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off, window cut/zeros after the terminal, clock on/off, sigma effect/learned, the previous default
     python benchmarks/ocean_studies.py throughput   # SPS and the advantage's share of an iteration, P3O against GAE (alone)
     python benchmarks/ocean_studies.py all          # the five, in that order
 
@@ -43,24 +43,27 @@ ENVS = list(p3o_ocean.OCEAN_ENVS)
 # five studies fit one working session with two workers.
 BUDGETS = {"bandit": 393_216, "password": 262_144, "stochastic": 262_144, "squared": 524_288, "delay": 786_432, "forage": 655_360, "mixed": 655_360}
 HORIZONS = [16, 32, 64, 128, 256]
-# P3O.md's advantage: the learned sigma and no subtraction (the defaults until 2026-11-22).
-P3O_MD = {"sigma": "learned", "subtract_later_effects": False, "subtract_earlier_effects": False}
-# Earlier defaults beside today's, at H = 32 and 128, on the envs where each made H matter: P3O.md's advantage
-# (the default until 2026-11-22), and the rollout-tail bootstrap (until `--tail none`). The
-# full before/after across the changes of default is in the README, from this study's CSV at the commits named there.
+# The previous default (until 2026-11-23): the effect machinery with P3O.md's windows, cut at the terminal and at the
+# rollout's end, and no clock. P3O.md's advantage: that, with the learned sigma and no subtraction (the default
+# until 2026-11-22). Both run with today's value loss and clip (the gradient clip now leaves log_sigma out).
+CUT_WINDOW = {"zeros_after_terminal": False, "tail": "none", "clock": False}
+P3O_MD = dict(CUT_WINDOW, sigma="learned", subtract_later_effects=False, subtract_earlier_effects=False)
+# Earlier defaults beside today's, at H = 32 and 128, on the envs where each made H matter. The full before/after
+# across the changes of default is in the README, from this study's CSV at the commits named there.
 BEFORE = [
-    ("P3O.md's advantage (old default)", P3O_MD, ["delay", "forage"]),
-    ("tail bootstrap (older default)", {"tail": "bootstrap"}, ["squared", "delay"]),
+    ("P3O.md's advantage", P3O_MD, ["delay", "forage"]),
+    ("the cut window, no clock (default until 2026-11-23)", CUT_WINDOW, ["delay", "forage"]),
 ]
 GAMMAS = [0.9, 0.99, 0.999]  # the PPO sweep; 0.99 is the untuned baseline
 DELAYS = [1, 8, 32, 64, 100]
 DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizon end
-# Each a choice that is not the default, with its label in the tables.
+# Each a choice that is not the default, with its label in the tables: the four P3O.md leaves open, today's two
+# window fixes, the clock, the learned sigma and the previous default. The subtractions, the fitted sigma and the
+# window loss were measured at the previous default (README, results/ocean_ablations_cut_window.csv).
 ABLATIONS = [
-    ("weight norm sum", {"weight_norm": "sum"}), ("puf 0.5", {"puf": 0.5}), ("cut 0.95", {"horizon_cut": 0.95}), ("tail bootstrap", {"tail": "bootstrap"}),
-    ("sigma fitted", {"sigma": "fitted"}), ("sigma learned", {"sigma": "learned"}), ("no later subtraction", {"subtract_later_effects": False}),
-    ("no earlier subtraction", {"subtract_earlier_effects": False}), ("zeros after the terminal", {"zeros_after_terminal": True}),
-    ("window loss", {"window_loss_coef": 1.0}), ("P3O.md's advantage", P3O_MD),
+    ("weight norm sum", {"weight_norm": "sum"}), ("puf 0.5", {"puf": 0.5}), ("cut 0.95", {"horizon_cut": 0.95}), ("no tail bootstrap", {"tail": "none"}),
+    ("window cut at the terminal", {"zeros_after_terminal": False}), ("no clock", {"clock": False}), ("sigma learned", {"sigma": "learned"}),
+    ("previous default", CUT_WINDOW),
 ]
 ABLATION_ENVS = ["delay", "forage"]  # long-horizon probes, where the choices can matter (budgeted to one session)
 ABLATION_DELAY = 32  # delay runs in the ablations use this D, where the horizon matters
@@ -276,7 +279,7 @@ def horizon_study(opts):
                 print(f"{env:<12}" + "".join(f"{'H=' + str(H)}: {m:.4f} +-{s:.4f}   " for H, (m, s) in zip((32, 128), stats)) + ("invariant" if holds else "NOT invariant"))
                 ax.errorbar([32, 128], [m for m, _ in stats], yerr=[s for _, s in stats], marker=marker, capsize=3, linestyle="--", label=label)
                 ax.legend(fontsize=7)
-    path = write_csv("horizon", rows + before, ["env", "horizon", "sigma", "subtract_later_effects", "subtract_earlier_effects", "tail", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
+    path = write_csv("horizon", rows + before, ["env", "horizon", "sigma", "subtract_later_effects", "subtract_earlier_effects", "tail", "zeros_after_terminal", "clock", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
     settings = "".join(f", {name}={value}" for name, value in opts.set.items())
     fig.suptitle(f"P3O horizon invariance{settings}: final score vs H ({len(opts.seeds)} seeds, mean +- std)")
     fig.tight_layout()
@@ -382,9 +385,10 @@ def ablation_study(opts):
 
 def throughput_study(opts):
     """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, and at H = 128 with
-    P3O.md's advantage (learned sigma, no effect head), on squared and delay, one process at a time and alternating, so the
-    ratios are taken side by side (run it alone)."""
-    configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}), ("H=128 P3O.md", "p3o", dict(P3O_MD, horizon=128))]
+    the previous default (the cut window, no clock) and with P3O.md's advantage (learned sigma, no effect head), on
+    squared and delay, one process at a time and alternating, so the ratios are taken side by side (run it alone)."""
+    configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}),
+               ("H=128 previous", "p3o", dict(CUT_WINDOW, horizon=128)), ("H=128 P3O.md", "p3o", dict(P3O_MD, horizon=128))]
     rows = []
     for repeat in range(opts.repeats):
         for env in ("squared", "delay"):

@@ -56,27 +56,31 @@ def test_scripts_differ_only_in_the_marked_blocks():
     # The blocks are P3O's three changes (value head, value loss, advantage) and their flags, not the file.
     p3o_text = "\n".join("\n".join(block) for block in blocks_p3o)
     ppo_text = "\n".join("\n".join(block) for block in blocks_ppo)
-    for piece in ("self.log_sigma = nn.Parameter", "def p3o_advantage", "advantage_fn(", "log_sigma * counts", "horizon: int", "puf: float", "weight_norm:", "tail:"):
+    for piece in ("self.log_sigma = nn.Parameter", "def p3o_advantage", "advantage_fn(", "log_sigma * counts", "horizon: int", "puf: float", "weight_norm:", "tail:", 'clip_grad_norm_([p for name, p in agent.named_parameters() if name != "log_sigma"]'):
         assert piece in p3o_text, piece
-    for piece in ("def gae(", "gamma: float", "gae_lambda: float", "clip_vloss", "v_loss_clipped"):
+    for piece in ("def gae(", "gamma: float", "gae_lambda: float", "clip_vloss", "v_loss_clipped", "clip_grad_norm_(agent.parameters()"):
         assert piece in ppo_text, piece
-    assert len(blocks_p3o) <= 13 and len(blocks_ppo) <= 12
+    assert len(blocks_p3o) <= 14 and len(blocks_ppo) <= 13  # the clip's pair of blocks: P3O leaves log_sigma out
     # Most of each file is the shared PPO machinery, which the blocks must not swallow.
     assert sum(map(len, blocks_ppo)) < 0.25 * len(rest_ppo) and sum(map(len, blocks_p3o)) < len(rest_p3o)
-    for piece in ("class AtariEnvs", "pg_loss = masked_mean", "next_valid = 1.0 - next_done", "clip_grad_norm_", 'writer.add_scalar("charts/SPS"'):
+    for piece in ("class AtariEnvs", "pg_loss = masked_mean", "next_valid = 1.0 - next_done", "grad_norms += [grad_norm]", 'writer.add_scalar("charts/SPS"'):
         assert piece in "\n".join(rest_p3o), piece
     # Above the Args: only the header comments, the usage lines and the imports P3O needs.
     assert imports(p3o) - imports(baseline) == {"import math", "from typing import Literal, Optional"}
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "EFFECT_RIDGES", "gram_eigh", "ridge_path", "fit_effect_head", "arriving_effects", "later_effects", "earlier_effects", "uses_effect_head", "CHECKPOINT_KEYS"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "EFFECT_RIDGES", "gram_eigh", "ridge_path", "fit_effect_head", "arriving_effects", "later_effects", "earlier_effects", "uses_effect_head", "CHECKPOINT_KEYS", "CLOCK_ROWS", "fit_clock_table"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":
         assert (p3o_atari.MIN_SIGMA, p3o_atari.MAX_SIGMA) == (p3o_ocean.MIN_SIGMA, p3o_ocean.MAX_SIGMA)
     elif name == "EFFECT_RIDGES":
         assert torch.equal(p3o_atari.EFFECT_RIDGES, p3o_ocean.EFFECT_RIDGES)
+    elif name == "CLOCK_ROWS":
+        assert p3o_atari.CLOCK_ROWS == p3o_ocean.CLOCK_ROWS and torch.equal(p3o_atari.CLOCK_PRIORS, p3o_ocean.CLOCK_PRIORS)
+        for method in ("clock_mu", "load_state_dict"):
+            assert inspect.getsource(getattr(p3o_atari.Agent, method)) == inspect.getsource(getattr(p3o_ocean.Agent, method))
     elif name == "CHECKPOINT_KEYS":
         assert p3o_atari.CHECKPOINT_KEYS == p3o_ocean.CHECKPOINT_KEYS == ppo_baseline.CHECKPOINT_KEYS
     else:
@@ -241,13 +245,15 @@ def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
 
 
 def test_atari_defaults_differ_from_the_ocean_ones_in_the_documented_flags():
-    """p3o_atari.py ships the settings that learn Breakout; p3o_ocean.py the ones measured invariant on the suite.
-    Beyond the envs' own budget, learning rate and batch, they differ in these six P3O flags and nothing else."""
+    """p3o_atari.py ships the settings that learn Breakout; p3o_ocean.py the ones measured on the suite. Beyond the
+    envs' own budget, learning rate and batch, they differ in these five P3O flags and nothing else: both run the
+    windows past the terminal and bootstrap the rollout's end."""
     atari, ocean = asdict(p3o_atari.Args()), asdict(p3o_ocean.Args())
     differ = {name for name in atari.keys() & ocean.keys() if atari[name] != ocean[name]}
-    assert differ - {"exp_name", "env_id", "total_timesteps", "learning_rate", "num_envs", "update_epochs"} == {"sigma", "subtract_later_effects", "subtract_earlier_effects", "tail", "window_loss_coef", "zeros_after_terminal"}
-    assert (atari["sigma"], atari["tail"], atari["window_loss_coef"], atari["zeros_after_terminal"]) == ("learned", "bootstrap", 0.1, True)
+    assert differ - {"exp_name", "env_id", "total_timesteps", "learning_rate", "num_envs", "update_epochs"} == {"sigma", "subtract_later_effects", "subtract_earlier_effects", "window_loss_coef", "clock"}
+    assert (atari["sigma"], atari["window_loss_coef"], atari["clock"]) == ("learned", 0.1, False)
     assert not atari["subtract_later_effects"] and not atari["subtract_earlier_effects"]
+    assert (ocean["tail"], ocean["zeros_after_terminal"], ocean["clock"]) == (atari["tail"], atari["zeros_after_terminal"], True) == ("bootstrap", True, True)
 
 
 # ---------------------------------------------------------------------------------------------------------

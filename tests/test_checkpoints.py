@@ -33,6 +33,17 @@ def the_run(tmp_path):
     return run_dir
 
 
+def keep_every_checkpoint(module, tmp_path, monkeypatch):
+    """Every checkpoint the run writes is also kept as tmp_path/iteration{N}.pt."""
+    save = module.save_checkpoint
+
+    def keep_copies(path, state):
+        save(path, state)
+        shutil.copy(path, tmp_path / f"iteration{state['iteration']}.pt")
+
+    monkeypatch.setattr(module, "save_checkpoint", keep_copies)
+
+
 def assert_same_state(a, b):
     for name in a["model"]:
         assert torch.equal(a["model"][name], b["model"][name]), name
@@ -50,13 +61,7 @@ def test_resume_reaches_the_same_parameters(script, tmp_path, monkeypatch):
     --torch-deterministic): parameters, Adam's moments, the LR schedule's position and every random number."""
     module, _ = SCRIPTS[script]
     monkeypatch.chdir(tmp_path)
-    save = module.save_checkpoint
-
-    def keep_copies(path, state):  # every checkpoint the run writes, kept under its iteration
-        save(path, state)
-        shutil.copy(path, tmp_path / f"iteration{state['iteration']}.pt")
-
-    monkeypatch.setattr(module, "save_checkpoint", keep_copies)
+    keep_every_checkpoint(module, tmp_path, monkeypatch)
     module.train(tiny_args(script, total_timesteps=128 * 7, save_interval=3, learning_rate=1e-2))
     assert sorted(p.name for p in tmp_path.glob("iteration*.pt")) == ["iteration3.pt", "iteration6.pt", "iteration7.pt"]
     uninterrupted = torch.load(tmp_path / "iteration7.pt", weights_only=True)
@@ -73,6 +78,30 @@ def test_resume_reaches_the_same_parameters(script, tmp_path, monkeypatch):
     # Control: the test can fail. A different seed's run does not end in the same state.
     shutil.rmtree(tmp_path / "runs")
     module.train(tiny_args(script, total_timesteps=128 * 7, save_interval=3, learning_rate=1e-2, seed=2))
+    with pytest.raises(AssertionError):
+        assert_same_state(uninterrupted, torch.load(the_run(tmp_path) / "checkpoint.pt", weights_only=True))
+
+
+@pytest.mark.parametrize("script, env_id", [("p3o_ocean.py", "delay"), ("p3o_atari.py", "ocean/delay")])
+def test_resume_with_the_clock_mid_episode_is_exact(script, env_id, tmp_path, monkeypatch):
+    """--clock reads each env's count of its episode's decisions, which the checkpoint's env state carries: delay's
+    68-step episodes are cut by the iteration-3 checkpoint (48 steps in), and the resumed run still ends
+    bit-identical, the clock table (a buffer of the model) included. Control: a clock that restarted at 0 would
+    not."""
+    module, _ = SCRIPTS[script]
+    monkeypatch.chdir(tmp_path)
+    keep_every_checkpoint(module, tmp_path, monkeypatch)
+    module.train(module.Args(env_id=env_id, **TINY, total_timesteps=128 * 7, save_interval=3, learning_rate=1e-2, horizon=8, clock=True, zeros_after_terminal=True, tail="bootstrap"))
+    uninterrupted = torch.load(tmp_path / "iteration7.pt", weights_only=True)
+    assert uninterrupted["model"]["clock_table"].any()
+
+    args, checkpoint = module.resume_args(module.Args(resume=str(tmp_path / "iteration3.pt"), progress=False))
+    module.train(args, checkpoint)
+    assert_same_state(uninterrupted, torch.load(the_run(tmp_path) / "checkpoint.pt", weights_only=True))
+
+    shutil.rmtree(tmp_path / "runs")
+    checkpoint["envs"]["episode_length"].zero_()  # the control: the clock restarts mid-episode
+    module.train(args, checkpoint)
     with pytest.raises(AssertionError):
         assert_same_state(uninterrupted, torch.load(the_run(tmp_path) / "checkpoint.pt", weights_only=True))
 
@@ -160,7 +189,7 @@ def test_sigkill_while_checkpointing_then_resume(tmp_path):
 def test_eval_checkpoint(script, tmp_path, monkeypatch, capsys):
     module, env_id = SCRIPTS[script]
     monkeypatch.chdir(tmp_path)
-    module.train(tiny_args(script, total_timesteps=128 * 2))
+    module.train(tiny_args(script, total_timesteps=128 * 2, **({"clock": True} if "clock" in module.Args.__dataclass_fields__ else {})))
     path = str(the_run(tmp_path) / "checkpoint.pt")
     for greedy in (False, True):
         result = module.evaluate(module.Args(eval_checkpoint=path, eval_episodes=6, eval_greedy=greedy))
@@ -172,6 +201,11 @@ def test_eval_checkpoint(script, tmp_path, monkeypatch, capsys):
     state = torch.load(path, weights_only=True)
     torch.save({**state, "args": {name: value for name, value in state["args"].items() if name != "learning_rate"}}, older)
     assert module.evaluate(module.Args(eval_checkpoint=str(older), eval_episodes=6))["episodes"] == 6
+    if "clock" in state["args"]:  # one written before --clock: no clock in its args, no table in its model
+        assert "clock_table" in state["model"]
+        model = {name: value for name, value in state["model"].items() if name != "clock_table"}
+        torch.save({**state, "model": model, "args": {name: value for name, value in state["args"].items() if name != "clock"}}, older)
+        assert module.evaluate(module.Args(eval_checkpoint=str(older), eval_episodes=6))["episodes"] == 6
 
 
 def test_eval_checkpoint_from_the_command_line(tmp_path, monkeypatch):

@@ -77,11 +77,13 @@ def test_fitted_sigma_reaches_the_advantage(tmp_path, monkeypatch):
     squares, counts = torch.zeros(H, dtype=torch.float64), torch.zeros(H)
     for t in range(T):
         for n in range(N):
-            for j in range(min(H, T - t)):
-                squares[j] += float(rewards[t + j, n]) ** 2
-                counts[j] += 1
-                if terminals[t + j, n]:
+            ended = False  # the default window runs on past the terminal to H, on the episode's zeros
+            for j in range(H):
+                if t + j >= T and not ended:  # an open window stops at the rollout's end (the tail is no target)
                     break
+                squares[j] += 0.0 if ended else float(rewards[t + j, n]) ** 2
+                counts[j] += 1
+                ended = ended or bool(terminals[t + j, n])
     assert (counts > 0).all()
     torch.testing.assert_close(seen["sigma"], (squares / counts).sqrt().float())
     assert seen["sigma"].max() < 0.9  # the learned start is 1 everywhere: this is not it
@@ -221,3 +223,55 @@ def test_grad_norm_is_logged_before_the_clip(tmp_path, monkeypatch):
     events.Reload()
     norms = [e.value for e in events.Scalars("losses/grad_norm")]
     assert len(norms) == 2 and min(norms) > 1e-3, norms
+
+
+def test_the_clock_counts_each_envs_decisions_since_its_episode_began(tmp_path, monkeypatch):
+    """--clock: the clock of a decision is 0 at its episode's first step and one more at each later one, across
+    iterations; squared's episodes end at random steps."""
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    original_fit, original_advantage = p3o_ocean.fit_clock_table, p3o_ocean.p3o_advantage
+
+    def fit_spy(clocks, *args):
+        seen[-1]["clocks"] = clocks.clone()
+        return original_fit(clocks, *args)
+
+    def advantage_spy(rewards, terminals, *args, **kwargs):
+        seen.append({"terminals": terminals.clone()})
+        return original_advantage(rewards, terminals, *args, **kwargs)
+
+    monkeypatch.setattr(p3o_ocean, "fit_clock_table", fit_spy)
+    monkeypatch.setattr(p3o_ocean, "p3o_advantage", advantage_spy)
+    train(Args(env_id="squared", horizon=8, clock=True, kernel="torch", num_envs=16, num_steps=32, num_minibatches=2, total_timesteps=3 * 16 * 32, progress=False, save_interval=0))
+    assert len(seen) == 3
+    clocks = torch.cat([batch["clocks"] for batch in seen])
+    terminals = torch.cat([batch["terminals"] for batch in seen])
+    assert (clocks[0] == 0).all() and terminals.any() and clocks.max() >= 5
+    assert torch.equal(clocks[1:], torch.where(terminals[:-1].bool(), 0, clocks[:-1] + 1))
+
+
+@pytest.mark.parametrize("clock", [True, False])
+def test_the_clock_tells_the_value_head_where_delays_episode_ends(clock, tmp_path, monkeypatch):
+    """delay's episodes end after 68 steps (D = 4), which its observation does not show. With the windows run past the
+    terminal on the episode's zeros, mu[j] of a decision s steps into its episode must predict 0 where s + j >= 68 and
+    the paid rewards (about half the steps) before that: only a value head that knows s can. Its episodes all start
+    together, so s is the global step modulo 68."""
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    original = p3o_ocean.p3o_advantage
+
+    def spy(rewards, terminals, mu, *args, **kwargs):
+        seen.append(mu.clone())
+        return original(rewards, terminals, mu, *args, **kwargs)
+
+    monkeypatch.setattr(p3o_ocean, "p3o_advantage", spy)
+    H, T = 16, 128
+    train(Args(env_id="delay", delay=4, horizon=H, clock=clock, zeros_after_terminal=True, sigma="learned", subtract_later_effects=False, subtract_earlier_effects=False, kernel="torch", total_timesteps=4 * 256 * T, save_interval=0, **FAST))
+    mu = seen[-1]  # the fourth iteration's rollout: steps 3 * 128 .. 4 * 128 - 1
+    ends = (3 * T + torch.arange(T))[:, None] % 68 + torch.arange(H) >= 68  # [T, H]: past the episode's end
+    past, inside = mu[ends[:, None, :].expand_as(mu)].mean(), mu[~ends[:, None, :].expand_as(mu)].mean()
+    assert inside > 0.3  # measured 0.55 with the clock, 0.44 without
+    if clock:
+        assert past.abs() < 0.1, (past, inside)  # measured -0.02
+    else:  # the control: the same run without the clock cannot tell (measured 0.42)
+        assert past > 0.2, (past, inside)
