@@ -666,24 +666,29 @@ def ridge_path(gram, cross, rows=None):
     return evals.clamp(min=0), xs.T @ vecs, vecs.T @ ys
 
 
+def env_halves(num_steps, num_envs, device=None):
+    """The two folds of the batch's cross-validations (fit_effect_head, fit_clock_table): the two halves of the envs,
+    independent streams, where leave-one-out would let a decision's neighbours in time vouch for it; with one env,
+    the two halves of the rollout. Returns [T, N] bool, True in the second fold."""
+    steps, envs = torch.meshgrid(torch.arange(num_steps, device=device), torch.arange(num_envs, device=device), indexing="ij")
+    return envs >= num_envs / 2 if num_envs > 1 else steps >= num_steps / 2
+
+
 def fit_effect_head(hidden, actions, residual, window, num_actions, num_envs):
     """The action-conditioned head in closed form: for each action a, the ridge least-squares fit of
     q[a, j] = w[a, j] . hidden + b[a, j] to the value residuals (reward - mu) j steps ahead of the decisions that
     took a. Offsets outside a decision's window count as residual 0; autoreset steps (window 0) are left out.
 
     The ridge is chosen for each action and offset by two-fold cross-validation among EFFECT_RIDGES (times the
-    number of decisions fitted) and q = 0, no effect: the folds are the two halves of the envs (of the rollout,
-    with one env), independent streams, where leave-one-out would let a decision's neighbours in time vouch for it.
-    Where the features do not predict an action's effect at an offset out of sample (Breakout's 512 features
-    against ~250 decisions per action and batch), q stays at or near 0 there instead of fitting the batch's noise,
-    which the subtractions would add to the advantage; where they do (the Ocean envs' rewarded offsets), the ridge
-    stays small. An action nobody took keeps q = 0. Returns the head's weight [A * H, F] and bias [A * H].
+    number of decisions fitted) and q = 0, no effect, on the folds of `env_halves`. Where the features do not predict
+    an action's effect at an offset out of sample (Breakout's 512 features against ~250 decisions per action and
+    batch), q stays at or near 0 there instead of fitting the batch's noise, which the subtractions would add to the
+    advantage; where they do (the Ocean envs' rewarded offsets), the ridge stays small. An action nobody took keeps q = 0. Returns the head's weight [A * H, F] and bias [A * H].
     Shapes: hidden [B, F], its rows time-major ([T, N] flattened); actions, window [B]; residual [B, H]."""
     B, H = residual.shape
     x = torch.cat([hidden, hidden.new_ones(B, 1)], 1).double()  # the bias as a last feature
     residual = torch.where(torch.arange(H, device=residual.device) < window[:, None], residual, 0.0).double()
-    rows = torch.arange(B, device=x.device)
-    fold = rows % num_envs >= num_envs / 2 if num_envs > 1 else rows >= B / 2
+    fold = env_halves(B // num_envs, num_envs, x.device).view(-1)
     ridges = torch.cat([EFFECT_RIDGES.to(x), x.new_tensor([math.inf])])  # the last: q = 0
     head = []
     for a in range(num_actions):
@@ -723,17 +728,15 @@ def fit_clock_table(clocks, residual, window, num_envs):
     """--clock in closed form: c[s, j] is the mean of the value residuals (reward less the critic's mu) j steps after
     the decisions made s steps into their episode, shrunk toward 0 as if each cell held `prior` more residuals of 0
     (the ridge fit of the residual on the clock's one-hot code). The prior is chosen per offset by two-fold
-    cross-validation among CLOCK_PRIORS and no table at all (c = 0), the folds the two halves of the envs (of the
-    rollout, with one env), as in fit_effect_head: where the clock does not predict the residual out of sample, the
-    offset's column stays at 0 instead of adding its cells' noise to every baseline. Offsets past a decision's window
-    and autoreset steps (window 0) are left out. Shapes: clocks, window [T, N]; residual [T, N, H].
-    Returns c [CLOCK_ROWS, H]."""
+    cross-validation among CLOCK_PRIORS and no table at all (c = 0), on the folds of `env_halves`: where the clock
+    does not predict the residual out of sample, the offset's column stays at 0 instead of adding its cells' noise
+    to every baseline. Offsets past a decision's window and autoreset steps (window 0) are left out.
+    Shapes: clocks, window [T, N]; residual [T, N, H]. Returns c [CLOCK_ROWS, H]."""
     T, N, H = residual.shape
     kept = torch.arange(H, device=residual.device) < window[..., None]
     residual, kept = torch.where(kept, residual, 0.0).double(), kept.double()
     rows = clocks.clamp(0, CLOCK_ROWS - 1)
-    steps, envs = torch.meshgrid(torch.arange(T, device=rows.device), torch.arange(N, device=rows.device), indexing="ij")
-    fold = envs >= N / 2 if N > 1 else steps >= T / 2
+    fold = env_halves(T, N, rows.device)
     sums = [residual.new_zeros(CLOCK_ROWS, H).index_add_(0, rows[fold == half], residual[fold == half]) for half in (False, True)]
     counts = [residual.new_zeros(CLOCK_ROWS, H).index_add_(0, rows[fold == half], kept[fold == half]) for half in (False, True)]
     priors = torch.cat([CLOCK_PRIORS.to(residual), residual.new_tensor([math.inf])])[:, None, None]  # the last: c = 0
@@ -1247,7 +1250,9 @@ def train(args, checkpoint=None):
             # episode's zeros after its end (--zeros-after-terminal).
             value_targets, value_window = episode_windows(rewards, terminals, args.horizon, zeros_after_terminal=args.zeros_after_terminal)
             value_window = value_window * real
-            value_inside = episode_windows(rewards, terminals, args.horizon)[1] * real  # of those, the pairs inside the episode
+            # Of those, the pairs inside the episode: up to its terminal, or up to the rollout's end where it has none.
+            inside_end = episode_ends(terminals).clamp(max=args.num_steps - 1)
+            value_inside = (inside_end - torch.arange(args.num_steps, device=device)[:, None] + 1).clamp(max=args.horizon) * real
             sigma = agent.log_sigma.clamp(-10, 10).exp()
             baseline = mus  # what the advantage subtracts from each reward ahead
             if agent.effect is not None:  # the action-conditioned head on the rollout's features
