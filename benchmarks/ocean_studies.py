@@ -283,7 +283,7 @@ def horizon_study(opts):
                 print(f"{env:<12}" + "".join(f"{'H=' + str(H)}: {m:.4f} +-{s:.4f}   " for H, (m, s) in zip((32, 128), stats)) + ("invariant" if holds else "NOT invariant"))
                 ax.errorbar([32, 128], [m for m, _ in stats], yerr=[s for _, s in stats], marker=marker, capsize=3, linestyle="--", label=label)
                 ax.legend(fontsize=7)
-    path = write_csv("horizon", rows + before, ["env", "horizon", "sigma", "subtract_later_effects", "subtract_earlier_effects", "tail", "zeros_after_terminal", "clock", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
+    path = write_csv("horizon", rows + before, ["env", "horizon", "sigma", "subtract_later_effects", "subtract_earlier_effects", "tail", "zeros_after_terminal", "clock", "effect_memory", "scale_effect_floor", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
     settings = "".join(f", {name}={value}" for name, value in opts.set.items())
     fig.suptitle(f"P3O horizon invariance{settings}: final score vs H ({len(opts.seeds)} seeds, mean +- std)")
     fig.tight_layout()
