@@ -265,17 +265,26 @@ def episode_windows(rewards, terminals, horizon, tail_mu=None, zeros_after_termi
     targets 0 there, inside the rollout and beyond it: the episode pays nothing after its end (a copy).
     """
     T, N = rewards.shape
-    steps = torch.arange(T, device=rewards.device)
     beyond = tail_mu[:, : horizon - 1] if tail_mu is not None else rewards.new_zeros(N, horizon - 1)
     # Unfolded along time within each env, so the offsets j of one decision are adjacent in memory.
     targets = torch.cat([rewards.T, beyond], dim=1).unfold(1, horizon, 1).transpose(0, 1)  # [T, N, H], a view
     end = episode_ends(terminals)
-    open_end = horizon if tail_mu is not None else (T - steps)[:, None]
-    if zeros_after_terminal:
+    k = episode_inside(end, horizon)
+    if tail_mu is not None:  # a window the rollout cuts runs on over the predictions
+        k = torch.where(end < T, k, horizon)
+    if zeros_after_terminal:  # and one whose episode ends, over its zeros
+        steps = torch.arange(T, device=rewards.device)
         after = (steps[:, None, None] + torch.arange(horizon, device=rewards.device) > end[..., None]) & (end < T)[..., None]
-        return targets.masked_fill(after, 0.0), torch.where(end < T, horizon, open_end).clamp(max=horizon)
-    k = torch.where(end < T, end - steps[:, None] + 1, open_end)
-    return targets, k.clamp(max=horizon)
+        return targets.masked_fill(after, 0.0), torch.where(end < T, horizon, k)
+    return targets, k
+
+
+def episode_inside(end, horizon):
+    """How many of the H offsets ahead of each decision lie inside its episode and the rollout: up to and including
+    its terminal, or up to the rollout's last step where the episode does not end inside it. Shapes: end [T, N], from
+    episode_ends. Returns [T, N] int64, at most H."""
+    steps = torch.arange(end.shape[0], device=end.device)
+    return (end.clamp(max=end.shape[0] - 1) - steps[:, None] + 1).clamp(max=horizon)
 
 
 def fitted_sigma(targets, mu, window, sigma, floor=0.0):
@@ -363,7 +372,8 @@ def fit_effect_head(hidden, actions, residual, window, num_actions, num_envs):
     number of decisions fitted) and q = 0, no effect, on the folds of `env_halves`. Where the features do not predict
     an action's effect at an offset out of sample (Breakout's 512 features against ~250 decisions per action and
     batch), q stays at or near 0 there instead of fitting the batch's noise, which the subtractions would add to the
-    advantage; where they do (the Ocean envs' rewarded offsets), the ridge stays small. An action nobody took keeps q = 0. Returns the head's weight [A * H, F] and bias [A * H].
+    advantage; where they do (the Ocean envs' rewarded offsets), the ridge stays small. An action nobody took keeps
+    q = 0. Returns the head's weight [A * H, F] and bias [A * H].
     Shapes: hidden [B, F], its rows time-major ([T, N] flattened); actions, window [B]; residual [B, H]."""
     B, H = residual.shape
     x = torch.cat([hidden, hidden.new_ones(B, 1)], 1).double()  # the bias as a last feature
@@ -976,8 +986,7 @@ def train(args, checkpoint=None):
             value_targets, value_window = episode_windows(rewards, terminals, args.horizon, zeros_after_terminal=args.zeros_after_terminal)
             value_window = value_window * real
             # Of those, the pairs inside the episode: up to its terminal, or up to the rollout's end where it has none.
-            inside_end = episode_ends(terminals).clamp(max=args.num_steps - 1)
-            value_inside = (inside_end - torch.arange(args.num_steps, device=device)[:, None] + 1).clamp(max=args.horizon) * real
+            value_inside = episode_inside(episode_ends(terminals), args.horizon) * real
             sigma = agent.log_sigma.clamp(-10, 10).exp()
             # --effect-memory: the running weight curve, a copy until the update has gone through (a crash keeps the last good one)
             weight_curve = agent.weight_curve.clone() if args.sigma == "effect" and args.effect_memory > 0 else None

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import KERNEL, host_advantage, reference_advantage
-from p3o_ocean import CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, arriving_effects, earlier_effects, effect_floor_at, effect_sigma, episode_ends, episode_windows, fit_clock_table, fit_effect_head, fitted_sigma, ridge_path, later_effects, p3o_advantage, variable_horizon
+from p3o_ocean import CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, arriving_effects, earlier_effects, effect_floor_at, effect_sigma, episode_ends, episode_inside, episode_windows, fit_clock_table, fit_effect_head, fitted_sigma, ridge_path, later_effects, p3o_advantage, variable_horizon
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -189,6 +189,9 @@ def test_episode_windows_targets_and_lengths():
     assert k[:, 0].tolist() == [3, 3, 3, 3, 3]
     targets, k = episode_windows(rewards, terminals, 3, zeros_after_terminal=True)
     assert targets[3, 0].tolist() == [4.0, 5.0, 0.0] and k[:, 0].tolist() == [3, 3, 3, 2, 1]
+    # The pairs inside the episode and the rollout, whatever the windows run on over: the first k of all.
+    assert episode_inside(episode_ends(terminals), 3)[:, 0].tolist() == [3, 2, 1, 2, 1]
+    assert episode_inside(episode_ends(terminals), 2)[:, 0].tolist() == [2, 2, 1, 2, 1]
 
 
 def test_fitted_sigma_is_the_rms_residual_of_each_offset_over_kept_pairs():
