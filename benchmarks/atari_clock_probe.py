@@ -3,9 +3,10 @@ critic's residual it removes in the batch it was fitted on, and (in the run's Te
 losses/window_explained_variance) how well the critic plus the table predicts the next rollout. The clock is the
 game's (decisions since the game began, p3o_atari.py's) or, with `life`, restarts at every lost life.
 
-    python benchmarks/atari_clock_probe.py game 30720 1     # clock, steps, seed; minutes on a 2-core CPU
+    python benchmarks/atari_clock_probe.py game 30720 1     # clock, steps, seed (Breakout-v5, or --env-id); minutes on a 2-core CPU
 
 Prints the refits' statistics: every few batches, then means over all of them and over the last half."""
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -15,9 +16,13 @@ import numpy as np
 import torch
 import p3o_atari as A
 
-mode, steps, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-if mode not in ("game", "life"):
-    sys.exit(f"clock must be game or life, not {mode!r}")
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("clock", choices=["game", "life"])
+parser.add_argument("steps", type=int)
+parser.add_argument("seed", type=int)
+parser.add_argument("--env-id", default="Breakout-v5")
+options = parser.parse_args()
+mode = options.clock
 stats = []
 fit = A.fit_clock_table
 
@@ -50,7 +55,7 @@ if mode == "life":
         return out
 
     A.AtariEnvs.step = life_step
-args = A.Args(env_id="Breakout-v5", total_timesteps=steps, seed=seed, horizon=128, clock=True)
+args = A.Args(env_id=options.env_id, total_timesteps=options.steps, seed=options.seed, horizon=128, clock=True)
 A.check_args(args)
 result = A.train(args)
 print(json.dumps({"mode": mode, "result": {k: v for k, v in result.items() if isinstance(v, (int, float, str))}}))
