@@ -120,9 +120,10 @@ class Args:
     effect_floor: float = 0.5
     """--sigma effect: no offset's weight below this fraction of the largest (at H = 32; see the next)"""
     scale_effect_floor: bool = True
-    """--effect-floor holds at H = 32 and at another H is that times sqrt(32 / H), at most 1, so that the H - 1
-    offsets at the floor add about the same noise to the advantage at every H (unscaled, H = 128 cost delay 0.0004
-    at the ceiling; README, Results); off: the floor as given at every H"""
+    """--effect-floor holds at H = 32 and at another H is that times sqrt(32 / H), at most 1. That would keep the
+    noise of H - 1 equally noisy offsets at the floor near H = 32's; measured, the offsets past 31 carry far less
+    (README, Results), yet delay and forage need the lower floor at H = 128 (unscaled, H = 128 cost delay 0.0004 at
+    the ceiling); off: the floor as given at every H"""
     effect_memory: float = 0.9
     """--sigma effect: the weight curve is a running average over batches, this times the previous curve plus 1 -
     this times the batch's own (scaled to a largest weight of 1), so an offset's weight follows the action's effect
@@ -254,6 +255,14 @@ def episode_ends(terminals):
     return torch.where(terminals != 0, steps[:, None], T).flip(0).cummin(0).values.flip(0)
 
 
+def episode_inside(end, horizon):
+    """How many of the H offsets ahead of each decision lie inside its episode and the rollout: up to and including
+    its terminal, or up to the rollout's last step where the episode does not end inside it. Shapes: end [T, N], from
+    episode_ends. Returns [T, N] int64, at most H."""
+    steps = torch.arange(end.shape[0], device=end.device)
+    return (end.clamp(max=end.shape[0] - 1) - steps[:, None] + 1).clamp(max=horizon)
+
+
 def episode_windows(rewards, terminals, horizon, tail_mu=None, zeros_after_terminal=False):
     """The rewards ahead of every decision, and how far ahead they belong to its episode.
 
@@ -279,14 +288,6 @@ def episode_windows(rewards, terminals, horizon, tail_mu=None, zeros_after_termi
     return targets, k
 
 
-def episode_inside(end, horizon):
-    """How many of the H offsets ahead of each decision lie inside its episode and the rollout: up to and including
-    its terminal, or up to the rollout's last step where the episode does not end inside it. Shapes: end [T, N], from
-    episode_ends. Returns [T, N] int64, at most H."""
-    steps = torch.arange(end.shape[0], device=end.device)
-    return (end.clamp(max=end.shape[0] - 1) - steps[:, None] + 1).clamp(max=horizon)
-
-
 def fitted_sigma(targets, mu, window, sigma, floor=0.0):
     """sigma[j] in closed form: the RMS residual targets - mu of offset j over the batch's kept (decision, offset)
     pairs, those with j < window, which is the value NLL's optimum for a sigma shared by all states; at least floor.
@@ -299,8 +300,8 @@ def fitted_sigma(targets, mu, window, sigma, floor=0.0):
 
 
 def effect_floor_at(floor, horizon):
-    """--effect-floor at the cap H: as given at H = 32, times sqrt(32 / H) at any other (at most 1). The H - 1
-    offsets at the floor add about H - 1 times floor^2 of noise to the advantage: this keeps that near H = 32's."""
+    """--effect-floor at the cap H: as given at H = 32, times sqrt(32 / H) at any other (at most 1), which would keep
+    (H - 1) floor^2, the noise of H - 1 equally noisy offsets at the floor, near H = 32's (--scale-effect-floor)."""
     return min(1.0, floor * math.sqrt(32 / horizon))
 
 

@@ -269,9 +269,9 @@ def horizon_study(opts):
         ax.set_title(env)
         ax.set_xlabel("horizon cap H")
         ax.set_ylabel("final score")
-    # The old defaults beside today's; a study of other settings (--set) has no "before".
+    # The old defaults beside today's; a study of other settings (--set) has no "before", nor one with --no-before.
     before = []
-    for (label, options, envs), marker in zip([] if opts.set else BEFORE, "sD"):
+    for (label, options, envs), marker in zip([] if opts.set or opts.no_before else BEFORE, "sD"):
         envs = [env for env in envs if env in opts.envs]
         group = run_all([spec("p3o", env, seed, opts.budget_scale, horizon=H, **options) for env in envs for seed in opts.seeds for H in (32, 128)], opts.workers, opts.fresh)
         before += group
@@ -419,6 +419,7 @@ def main():
     parser.add_argument("--workers", type=int, default=2, help="processes of one thread each (one per core)")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="multiplies every run's budget (BUDGETS)")
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="horizon: p3o_ocean.Args fields for every run, e.g. tail=none")
+    parser.add_argument("--no-before", action="store_true", help="horizon: today's default alone, without the earlier defaults beside it (a held-out seed check)")
     parser.add_argument("--repeats", type=int, default=3, help="throughput: alternating repeats")
     parser.add_argument("--tag", default="", help="suffix for the CSV and PNG names (e.g. _5seeds)")
     parser.add_argument("--fresh", action="store_true", help="train every run again instead of reusing ocean_runs.jsonl")
