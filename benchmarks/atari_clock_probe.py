@@ -58,11 +58,9 @@ def gain(residual, prediction, kept):
 
 
 def window_explained_variance(targets, prediction, kept):
-    """As p3o_atari.py logs it: 1 - Var(window sum of targets - prediction) / Var(window sum of targets), over the
-    decisions with a window."""
-    decided = kept.any(-1)
-    sums, residual = torch.where(kept, targets, 0.0).sum(-1)[decided], torch.where(kept, targets - prediction, 0.0).sum(-1)[decided]
-    return 1 - residual.var().item() / max(sums.var().item(), 1e-12)
+    """As p3o_atari.py logs it (losses/window_explained_variance), over every env: of the window sums."""
+    sums, residual = torch.where(kept, targets, 0.0).sum(-1), torch.where(kept, targets - prediction, 0.0).sum(-1)
+    return float(A.explained_variance(sums, residual, kept.any(-1)))
 
 
 def recorded(clocks, residual, window, num_envs):
