@@ -119,11 +119,12 @@ class Args:
     """--sigma fitted: no offset's sigma below this fraction of the batch's reward std"""
     effect_floor: float = 0.5
     """--sigma effect: no offset's weight below this fraction of the largest (at H = 32; see the next)"""
-    scale_effect_floor: bool = True
-    """--effect-floor holds at H = 32 and at another H is that times sqrt(32 / H), at most 1. That would keep the
-    noise of H - 1 equally noisy offsets at the floor near H = 32's; measured, the offsets past 31 carry far less
-    (README, Results), yet delay and forage need the lower floor at H = 128 (unscaled, H = 128 cost delay 0.0004 at
-    the ceiling); off: the floor as given at every H"""
+    scale_effect_floor: Literal["window", "horizon", "none"] = "window"
+    """window: --effect-floor times the share of the batch's (decision, offset) pairs that hold a reward or the
+    tail's bootstrap (not an ended episode's zeros) and lie within 32 offsets, so the floor's total weight on them
+    stays at what H = 32 gives the same batch: as given where no episode runs past 32 offsets (mixed; any H <= 32),
+    lower where they do (delay's episodes, the tail); horizon (the previous default): times sqrt(32 / H), at most 1,
+    which failed mixed; none: as given at every H (README, Results)"""
     effect_memory: float = 0.9
     """--sigma effect: the weight curve is a running average over batches, this times the previous curve plus 1 -
     this times the batch's own (scaled to a largest weight of 1), so an offset's weight follows the action's effect
@@ -263,6 +264,19 @@ def episode_inside(end, horizon):
     return (end.clamp(max=end.shape[0] - 1) - steps[:, None] + 1).clamp(max=horizon)
 
 
+def window_reach(end, horizon, tail=False, zeros_after_terminal=False):
+    """k[t, n]: how many offsets ahead of decision t its window keeps, up to the horizon. Up to and including its
+    terminal; a window the rollout cuts stops at the rollout's end, or with the tail bootstrap runs on to the
+    horizon; with zeros_after_terminal, one whose episode ends runs on to the horizon too. Shapes: end [T, N], from
+    episode_ends. Returns [T, N] int64."""
+    k = episode_inside(end, horizon)
+    if tail:  # a window the rollout cuts runs on over the bootstrap predictions
+        k = torch.where(end < end.shape[0], k, horizon)
+    if zeros_after_terminal:  # and one whose episode ends, over its zeros
+        k = torch.where(end < end.shape[0], horizon, k)
+    return k
+
+
 def episode_windows(rewards, terminals, horizon, tail_mu=None, zeros_after_terminal=False):
     """The rewards ahead of every decision, and how far ahead they belong to its episode.
 
@@ -278,13 +292,11 @@ def episode_windows(rewards, terminals, horizon, tail_mu=None, zeros_after_termi
     # Unfolded along time within each env, so the offsets j of one decision are adjacent in memory.
     targets = torch.cat([rewards.T, beyond], dim=1).unfold(1, horizon, 1).transpose(0, 1)  # [T, N, H], a view
     end = episode_ends(terminals)
-    k = episode_inside(end, horizon)
-    if tail_mu is not None:  # a window the rollout cuts runs on over the predictions
-        k = torch.where(end < T, k, horizon)
-    if zeros_after_terminal:  # and one whose episode ends, over its zeros
+    k = window_reach(end, horizon, tail_mu is not None, zeros_after_terminal)
+    if zeros_after_terminal:  # an ended episode's window runs on over its zeros
         steps = torch.arange(T, device=rewards.device)
         after = (steps[:, None, None] + torch.arange(horizon, device=rewards.device) > end[..., None]) & (end < T)[..., None]
-        return targets.masked_fill(after, 0.0), torch.where(end < T, horizon, k)
+        return targets.masked_fill(after, 0.0), k
     return targets, k
 
 
@@ -299,10 +311,21 @@ def fitted_sigma(targets, mu, window, sigma, floor=0.0):
     return torch.where(counts > 0, rms.clamp(min=floor), sigma)
 
 
-def effect_floor_at(floor, horizon):
-    """--effect-floor at the cap H: as given at H = 32, times sqrt(32 / H) at any other (at most 1), which would keep
-    (H - 1) floor^2, the noise of H - 1 equally noisy offsets at the floor, near H = 32's (--scale-effect-floor)."""
-    return min(1.0, floor * math.sqrt(32 / horizon))
+def effect_floor_at(floor, scale, horizon, reach, valid):
+    """The --effect-floor a batch uses, by --scale-effect-floor. window: floor times sum min(k, 32) / sum k over the
+    batch's decisions, k = reach, how many offsets ahead of each hold its episode's rewards or the tail's bootstrap
+    (window_reach without the zeros after a terminal), so floor times those pairs, the floor's total weight on them,
+    is what H = 32 would give the same batch; exactly floor where none reaches past 32 offsets. horizon: floor times
+    sqrt(32 / H), at most 1. none: floor. Shapes: reach, valid [T, N]. Returns a float, or for window a 0-d tensor
+    (no device sync)."""
+    if scale == "horizon":
+        return min(1.0, floor * math.sqrt(32 / horizon))
+    if scale == "window":
+        return floor * (reach.clamp(max=32) * valid).sum() / (reach * valid).sum().clamp(min=1)
+    if scale == "none":
+        return floor
+    # A checkpoint saved before 2026-11-24 holds a bool here: True was horizon, False none.
+    raise ValueError(f"--scale-effect-floor must be window, horizon or none, got {scale!r}")
 
 
 def effect_sigma(targets, mu, probs, q, window, floor=0.0, curve=None, memory=0.0):
@@ -847,6 +870,8 @@ def check_args(args):
         errors.append(f"--sigma-floor must be >= 0, got {args.sigma_floor}")
     if not 0.0 <= args.effect_floor <= 1.0:
         errors.append(f"--effect-floor must be in [0, 1], got {args.effect_floor}")
+    if args.scale_effect_floor not in ("window", "horizon", "none"):
+        errors.append(f"--scale-effect-floor must be window, horizon or none, got {args.scale_effect_floor!r}")
     if not 0.0 <= args.effect_memory < 1.0:
         errors.append(f"--effect-memory must be in [0, 1) (0: each batch's own curve), got {args.effect_memory}")
     if not args.window_loss_coef >= 0:
@@ -1005,7 +1030,8 @@ def train(args, checkpoint=None):
             if args.sigma == "fitted":
                 sigma = fitted_sigma(value_targets, mus, value_window, sigma, args.sigma_floor * sigma_r)
             elif args.sigma == "effect":
-                floor = effect_floor_at(args.effect_floor, args.horizon) if args.scale_effect_floor else args.effect_floor
+                reach = window_reach(episode_ends(terminals), args.horizon, args.tail == "bootstrap")  # not the known zeros
+                floor = effect_floor_at(args.effect_floor, args.scale_effect_floor, args.horizon, reach, valid)
                 sigma = effect_sigma(value_targets, baseline, probs, q, value_window, floor, weight_curve, args.effect_memory)
             tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device)) if args.tail == "bootstrap" else None
             advantages, window = advantage_fn(rewards, terminals, baseline, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu, args.zeros_after_terminal)
@@ -1157,6 +1183,8 @@ def train(args, checkpoint=None):
         writer.add_scalar("charts/window_mean", window[real].float().mean().item(), global_step)
         writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
         writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
+        if args.sigma == "effect":
+            writer.add_scalar("charts/effect_floor", float(floor), global_step)
         writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
         log_weight_curve(writer, sigma, sigma_r, args.puf, horizon, global_step)
         # end P3O

@@ -3,7 +3,7 @@
     python benchmarks/ocean_studies.py horizon      # p3o_ocean.py at H = 16, 32, 64, 128, 256 on every env
     python benchmarks/ocean_studies.py versus       # P3O (default H) against PPO at gamma 0.99 and at the best gamma of a sweep
     python benchmarks/ocean_studies.py delay        # the delay env at D = 1, 8, 32, 64, 100: each algorithm's score against D
-    python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off, window cut/zeros after the terminal, clock on/off, sigma effect/learned, the previous default
+    python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off, window cut/zeros after the terminal, clock on/off, sigma effect/learned, the previous defaults
     python benchmarks/ocean_studies.py throughput   # SPS and the advantage's share of an iteration, P3O against GAE (alone)
     python benchmarks/ocean_studies.py all          # the five, in that order
 
@@ -43,19 +43,22 @@ ENVS = list(p3o_ocean.OCEAN_ENVS)
 # five studies fit one working session with two workers.
 BUDGETS = {"bandit": 393_216, "password": 262_144, "stochastic": 262_144, "squared": 524_288, "delay": 786_432, "forage": 655_360, "mixed": 655_360}
 HORIZONS = [16, 32, 64, 128, 256]
-# Earlier defaults, each run with today's value loss and clip (the gradient clip leaves log_sigma out). PER_BATCH, the
-# previous default (until the evening of 2026-11-23): each batch's own weight curve, the floor 0.5 at every H.
-# CUT_WINDOW, the one before (until 2026-11-23): that, with P3O.md's windows, cut at the terminal and at the
-# rollout's end, and no clock. P3O_MD, P3O.md's advantage (until 2026-11-22): the cut window with the learned sigma
-# and no subtraction.
-PER_BATCH = {"effect_memory": 0.0, "scale_effect_floor": False}
+# Earlier defaults, each run with today's value loss and clip (the gradient clip leaves log_sigma out). SQRT_FLOOR,
+# the previous default (until 2026-11-24): the effect floor times sqrt(32 / H) rather than by the share of the
+# windows within 32 offsets. PER_BATCH, the one before (until the evening of 2026-11-23): each batch's own weight
+# curve, the floor 0.5 at every H. CUT_WINDOW, the one before that (until 2026-11-23): that, with P3O.md's windows, cut
+# at the terminal and at the rollout's end, and no clock. P3O_MD, P3O.md's advantage (until 2026-11-22): the cut
+# window with the learned sigma and no subtraction.
+SQRT_FLOOR = {"scale_effect_floor": "horizon"}
+PER_BATCH = {"effect_memory": 0.0, "scale_effect_floor": "none"}
 CUT_WINDOW = dict(PER_BATCH, zeros_after_terminal=False, tail="none", clock=False)
 P3O_MD = dict(CUT_WINDOW, sigma="learned", subtract_later_effects=False, subtract_earlier_effects=False)
 # Earlier defaults beside today's, at H = 32 and 128, on the envs where each made H matter. The full before/after
 # across the changes of default is in the README, from this study's CSV at the commits named there.
 BEFORE = [
     ("P3O.md's advantage", P3O_MD, ["delay", "forage"]),
-    ("each batch's weights, the floor 0.5 at every H (the previous default)", PER_BATCH, ["delay", "forage"]),
+    ("each batch's weights, the floor 0.5 at every H", PER_BATCH, ["delay", "forage"]),
+    ("the floor times sqrt(32 / H) (the previous default)", SQRT_FLOOR, ["mixed", "delay", "forage"]),
 ]
 GAMMAS = [0.9, 0.99, 0.999]  # the PPO sweep; 0.99 is the untuned baseline
 DELAYS = [1, 8, 32, 64, 100]
@@ -67,7 +70,8 @@ DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizo
 ABLATIONS = [
     ("weight norm sum", {"weight_norm": "sum"}), ("puf 0.5", {"puf": 0.5}), ("cut 0.95", {"horizon_cut": 0.95}), ("no tail bootstrap", {"tail": "none"}),
     ("window cut at the terminal", {"zeros_after_terminal": False}), ("no clock", {"clock": False}), ("sigma learned", {"sigma": "learned"}),
-    ("each batch's own weights", {"effect_memory": 0.0}), ("floor 0.5 at every H", {"scale_effect_floor": False}), ("previous default", PER_BATCH),
+    ("each batch's own weights", {"effect_memory": 0.0}), ("floor 0.5 at every H", {"scale_effect_floor": "none"}),
+    ("floor x sqrt(32 / H), the previous default", SQRT_FLOOR), ("memory 0, floor 0.5, an earlier default", PER_BATCH),
 ]
 ABLATION_ENVS = ["delay", "forage"]  # long-horizon probes, where the choices can matter (budgeted to one session)
 ABLATION_DELAY = 32  # delay runs in the ablations use this D, where the horizon matters
@@ -271,7 +275,7 @@ def horizon_study(opts):
         ax.set_ylabel("final score")
     # The old defaults beside today's; a study of other settings (--set) has no "before", nor one with --no-before.
     before = []
-    for (label, options, envs), marker in zip([] if opts.set or opts.no_before else BEFORE, "sD"):
+    for (label, options, envs), marker in zip([] if opts.set or opts.no_before else BEFORE, "sD^"):
         envs = [env for env in envs if env in opts.envs]
         group = run_all([spec("p3o", env, seed, opts.budget_scale, horizon=H, **options) for env in envs for seed in opts.seeds for H in (32, 128)], opts.workers, opts.fresh)
         before += group
@@ -389,10 +393,10 @@ def ablation_study(opts):
 
 def throughput_study(opts):
     """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, and at H = 128 with
-    the previous default (each batch's own weight curve, the floor 0.5 at every H) and with P3O.md's advantage (learned sigma, no effect head), on
+    an earlier default (each batch's own weight curve, the floor 0.5 at every H) and with P3O.md's advantage (learned sigma, no effect head), on
     squared and delay, one process at a time and alternating, so the ratios are taken side by side (run it alone)."""
     configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}),
-               ("H=128 previous", "p3o", dict(PER_BATCH, horizon=128)), ("H=128 P3O.md", "p3o", dict(P3O_MD, horizon=128))]
+               ("H=128 earlier", "p3o", dict(PER_BATCH, horizon=128)), ("H=128 P3O.md", "p3o", dict(P3O_MD, horizon=128))]
     rows = []
     for repeat in range(opts.repeats):
         for env in ("squared", "delay"):

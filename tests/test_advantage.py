@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import KERNEL, host_advantage, reference_advantage
-from p3o_ocean import CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, arriving_effects, earlier_effects, effect_floor_at, effect_sigma, episode_ends, episode_inside, episode_windows, fit_clock_table, fit_effect_head, fitted_sigma, ridge_path, later_effects, p3o_advantage, variable_horizon
+from p3o_ocean import CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, arriving_effects, earlier_effects, effect_floor_at, effect_sigma, episode_ends, episode_inside, episode_windows, fit_clock_table, window_reach, fit_effect_head, fitted_sigma, ridge_path, later_effects, p3o_advantage, variable_horizon
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -294,12 +294,49 @@ def test_effect_memory_averages_the_weight_curves_of_the_batches_and_floors_the_
     assert effect_sigma(targets, mu, probs, q, k)[0] == MAX_SIGMA
 
 
-def test_the_effect_floor_scales_with_the_horizon_to_keep_the_floors_noise():
-    assert effect_floor_at(0.5, 32) == 0.5
-    assert effect_floor_at(0.5, 128) == 0.25 and effect_floor_at(0.5, 8) == 1.0  # at most 1: equal weights
-    for horizon in (16, 64, 128, 256):  # (H - 1) * floor^2, the floor's noise, within 4% of H = 32's at every H
-        assert abs((horizon - 1) * effect_floor_at(0.5, horizon) ** 2 / (31 * 0.25) - 1) < 0.04
-    assert effect_floor_at(0.0, 16) == 0.0
+def test_window_reach_is_the_advantages_window_before_the_variable_horizon():
+    terminals = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    rewards, tail_mu = torch.zeros(5, 2), torch.zeros(2, 6)
+    for tail in (False, True):
+        for zeros_after_terminal in (False, True):
+            _, k = episode_windows(rewards, terminals, 6, tail_mu if tail else None, zeros_after_terminal)
+            assert torch.equal(window_reach(episode_ends(terminals), 6, tail, zeros_after_terminal), k)
+    # Env 0: 2, 1 to its terminal, then a cut window: 3, 2, 1 to the rollout's end, or 6 over the tail.
+    assert window_reach(episode_ends(terminals), 6)[:, 0].tolist() == [2, 1, 3, 2, 1]
+    assert window_reach(episode_ends(terminals), 6, tail=True)[:, 0].tolist() == [2, 1, 6, 6, 6]
+
+
+def test_the_window_scaled_effect_floor_keeps_the_floors_total_weight_at_h_32s():
+    ones = torch.ones(128, 3)
+    # Episodes of 32 steps, aligned with the rollout (mixed): no window reaches past 32 offsets at any H.
+    ends = episode_ends((torch.arange(128) % 32 == 31).float()[:, None].expand(128, 3))
+    for horizon in (16, 32, 128, 256):
+        reach = window_reach(ends, horizon, tail=True)
+        assert effect_floor_at(0.5, "window", horizon, reach, ones).item() == 0.5
+    # Episodes of 68 steps (delay at D = 4): the rollout cuts the second one, whose windows run on over the tail.
+    ends = episode_ends((torch.arange(128) == 67).float()[:, None].expand(128, 3))
+    reach32, reach128 = window_reach(ends, 32, tail=True), window_reach(ends, 128, tail=True)
+    assert effect_floor_at(0.5, "window", 32, reach32, ones).item() == 0.5
+    floor = effect_floor_at(0.5, "window", 128, reach128, ones).item()
+    # floor times the kept pairs at H = 128 is 0.5 times those at H = 32.
+    assert abs(floor * reach128.sum().item() - 0.5 * reach32.sum().item()) < 1e-3 * reach32.sum().item()
+    assert 0.1 < floor < 0.25
+    # Decisions that are not (valid 0) do not count; with none, the floor is 0 rather than NaN.
+    valid = torch.zeros(128, 3)
+    valid[:68] = 1  # only the first episode, which ends inside the rollout: its windows stop at 68 - t
+    expected = 0.5 * reach128[:68].clamp(max=32).sum().item() / reach128[:68].sum().item()
+    assert abs(effect_floor_at(0.5, "window", 128, reach128, valid).item() - expected) < 1e-6
+    assert effect_floor_at(0.5, "window", 128, reach128, torch.zeros(128, 3)).item() == 0.0
+
+
+def test_the_horizon_scaled_effect_floor_and_no_scaling():
+    assert effect_floor_at(0.5, "horizon", 32, None, None) == 0.5
+    assert effect_floor_at(0.5, "horizon", 128, None, None) == 0.25 and effect_floor_at(0.5, "horizon", 8, None, None) == 1.0  # at most 1
+    for horizon in (16, 64, 128, 256):  # (H - 1) * floor^2 within 4% of H = 32's at every H
+        assert abs((horizon - 1) * effect_floor_at(0.5, "horizon", horizon, None, None) ** 2 / (31 * 0.25) - 1) < 0.04
+    assert effect_floor_at(0.5, "none", 256, None, None) == 0.5 and effect_floor_at(0.0, "horizon", 16, None, None) == 0.0
+    with pytest.raises(ValueError, match="window, horizon or none"):  # an old checkpoint's bool is not taken as none
+        effect_floor_at(0.5, True, 128, None, None)
 
 
 def test_fit_effect_head_recovers_each_actions_linear_residuals_inside_the_windows():

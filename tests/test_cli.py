@@ -27,6 +27,7 @@ def run(*flags, cwd):  # in this process: test_atari.py and test_checkpoints.py 
         (dict(sigma_floor=float("nan")), "--sigma-floor must be >= 0"),
         (dict(effect_floor=-0.5), "--effect-floor must be in [0, 1]"),
         (dict(effect_floor=float("nan")), "--effect-floor must be in [0, 1]"),
+        (dict(scale_effect_floor=True), "--scale-effect-floor must be window, horizon or none"),
         (dict(effect_memory=1.0), "--effect-memory must be in [0, 1)"),
         (dict(effect_memory=-0.1), "--effect-memory must be in [0, 1)"),
         (dict(window_loss_coef=-1.0), "--window-loss-coef must be >= 0"),

@@ -134,6 +134,25 @@ def test_effect_weights_find_the_delayed_reward(tmp_path, monkeypatch):
     assert weights[torch.arange(16) != 4].max() < 0.05, weights
 
 
+@pytest.mark.parametrize("env_id, low, high", [("mixed", 0.5, 0.5), ("delay", 0.15, 0.2)])
+def test_the_window_floor_counts_the_offsets_that_hold_rewards(env_id, low, high, tmp_path, monkeypatch):
+    """--scale-effect-floor window (the default) at H = 128: mixed's 32-step episodes end inside each rollout and
+    hold only their known zeros past offset 31, so its floor stays 0.5, where sqrt(32 / H) would give 0.25; delay's
+    68-step episodes (D = 4) and the tail run past 32 offsets, so its floor falls to 0.18 and 0.19 in the first two
+    rollouts (by counting; 0.25 by sqrt(32 / H), 0.125 had the zeros after the terminal been counted)."""
+    monkeypatch.chdir(tmp_path)
+    floors = []
+    original = p3o_ocean.effect_sigma
+
+    def spy(targets, mu, probs, q, window, floor=0.0, *args, **kwargs):
+        floors.append(float(floor))
+        return original(targets, mu, probs, q, window, floor, *args, **kwargs)
+
+    monkeypatch.setattr(p3o_ocean, "effect_sigma", spy)
+    train(Args(env_id=env_id, horizon=128, kernel="torch", total_timesteps=2 * 256 * 128, save_interval=0, **FAST))
+    assert len(floors) == 2 and all(low <= floor <= high for floor in floors), floors
+
+
 @pytest.mark.parametrize("which", ["later", "earlier"])
 def test_subtracting_other_decisions_effects_takes_their_noise_out_of_the_advantage(which, tmp_path, monkeypatch):
     """--subtract-later-effects and --subtract-earlier-effects, each alone, on delay (D = 4, H = 16). Past offset 4
