@@ -1012,7 +1012,8 @@ def train(args, checkpoint=None):
             value_targets, value_window = episode_windows(rewards, terminals, args.horizon, zeros_after_terminal=args.zeros_after_terminal)
             value_window = value_window * real
             # Of those, the pairs inside the episode: up to its terminal, or up to the rollout's end where it has none.
-            value_inside = episode_inside(episode_ends(terminals), args.horizon) * real
+            ends = episode_ends(terminals)
+            value_inside = episode_inside(ends, args.horizon) * real
             sigma = agent.log_sigma.clamp(-10, 10).exp()
             # --effect-memory: the running weight curve, a copy until the update has gone through (a crash keeps the last good one)
             weight_curve = agent.weight_curve.clone() if args.sigma == "effect" and args.effect_memory > 0 else None
@@ -1030,7 +1031,7 @@ def train(args, checkpoint=None):
             if args.sigma == "fitted":
                 sigma = fitted_sigma(value_targets, mus, value_window, sigma, args.sigma_floor * sigma_r)
             elif args.sigma == "effect":
-                reach = window_reach(episode_ends(terminals), args.horizon, args.tail == "bootstrap")  # not the known zeros
+                reach = window_reach(ends, args.horizon, args.tail == "bootstrap")  # not the known zeros
                 floor = effect_floor_at(args.effect_floor, args.scale_effect_floor, args.horizon, reach, valid)
                 sigma = effect_sigma(value_targets, baseline, probs, q, value_window, floor, weight_curve, args.effect_memory)
             tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device)) if args.tail == "bootstrap" else None
