@@ -1,6 +1,7 @@
 """The P3O advantage three ways, for the tests and benchmarks: the CUDA source built for the CPU (g++ with
 kernels/host_shim.h, called through ctypes), and a plain-loop reference written straight from P3O.md.
-The PyTorch twin under test is p3o_ocean.p3o_advantage."""
+The PyTorch twin under test is p3o_ocean.p3o_advantage. Also the edge cases every implementation must agree on,
+shared by the CPU parity tests and the GPU run book (benchmarks/gpu_check.py)."""
 import ctypes
 import math
 import subprocess
@@ -92,3 +93,33 @@ def reference_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_
                 advantages[t, n] = sum(omega[j] / norm * (targets[j] - float(mu[t, n, j])) for j in kept)
             window[t, n] = len(kept)
     return advantages, window
+
+
+# (T, H, sigma, sigma_r): windows cut short by the rollout (T < H, T << H), a single offset, and sigma or sigma_r at 0
+EDGE_SHAPES = {"T<H": (3, 8, 1.0, 1.0), "H=1": (5, 1, 1.0, 0.5), "sigma=0": (4, 4, 0.0, 1.0), "sigma_r=0": (4, 4, 1.0, 0.0),
+               "both_zero": (4, 4, 0.0, 0.0), "T<<H_zero": (2, 128, 0.0, 0.0)}
+
+
+def edge_cases(shape, puf, N=3, seed=1):
+    """One edge shape of EDGE_SHAPES with every switch of the advantage: both norms, the tail on and off, zeros after
+    the terminal on and off. Env 0 ends its episode at the rollout's last step. Yields (name, inputs, options)."""
+    T, H, sigma_value, sigma_r = EDGE_SHAPES[shape]
+    g = torch.Generator().manual_seed(seed)
+    terminals = torch.zeros(T, N)
+    terminals[-1, 0] = 1.0
+    inputs = (torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.full((H,), sigma_value), sigma_r)
+    for weight_norm in ("max", "sum"):
+        for tail_mu in (None, torch.randn(N, H, generator=g)):
+            for zeros_after_terminal in (False, True):
+                name = f"{shape} puf={puf} {weight_norm} tail={tail_mu is not None} zeros={zeros_after_terminal}"
+                yield name, inputs, dict(puf=puf, weight_norm=weight_norm, tail_mu=tail_mu, zeros_after_terminal=zeros_after_terminal)
+
+
+def done_at_every_position(T=9, H=6, seed=0):
+    """Inputs where env n has its only terminal at t = n (env T: none), so a done falls at every position of a window."""
+    g = torch.Generator().manual_seed(seed)
+    N = T + 1
+    terminals = torch.zeros(T, N)
+    for n in range(T):
+        terminals[n, n] = 1.0
+    return (torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.1, 0.7)

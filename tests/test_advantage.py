@@ -9,7 +9,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from advantage_impls import KERNEL, host_advantage, reference_advantage
+from advantage_impls import EDGE_SHAPES, KERNEL, done_at_every_position, edge_cases, host_advantage, reference_advantage
 from p3o_ocean import CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, arriving_effects, earlier_effects, effect_floor_at, effect_sigma, episode_ends, episode_inside, episode_windows, fit_clock_table, window_reach, fit_effect_head, fitted_sigma, ridge_path, later_effects, p3o_advantage, variable_horizon
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -64,13 +64,9 @@ def test_kernel_twin_and_reference_agree_on_random_inputs(case):
 @pytest.mark.parametrize("weight_norm", ["max", "sum"])
 @pytest.mark.parametrize("tail", [False, True])
 def test_agree_with_a_done_at_every_position(weight_norm, tail, zeros_after_terminal):
-    T, N, H = 9, 9, 6  # env n has its only terminal at t = n (n = T: none)
-    g = torch.Generator().manual_seed(0)
-    terminals = torch.zeros(T, N)
-    for n in range(T):
-        terminals[n, n] = 1.0
-    inputs = (torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.1, 0.7)
-    tail_mu = torch.randn(N, H, generator=g) if tail else None
+    inputs = done_at_every_position()  # env n has its only terminal at t = n (n = T: none)
+    T, N, H = inputs[2].shape
+    tail_mu = torch.randn(N, H, generator=torch.Generator().manual_seed(1)) if tail else None
     _, window = check_all_agree(*inputs, weight_norm=weight_norm, min_horizon=0, cut=0.0, tail_mu=tail_mu, zeros_after_terminal=zeros_after_terminal)
     for n in range(T):  # windows before the terminal stop on it (or run on, on its zeros, to H)
         for t in range(n + 1):
@@ -80,22 +76,22 @@ def test_agree_with_a_done_at_every_position(weight_norm, tail, zeros_after_term
     # with the reference, whose targets after a terminal are 0 or cut)
 
 
-@pytest.mark.parametrize(
-    "T, H, sigma_value, sigma_r",
-    [(3, 8, 1.0, 1.0), (5, 1, 1.0, 0.5), (4, 4, 0.0, 1.0), (4, 4, 1.0, 0.0), (4, 4, 0.0, 0.0), (2, 128, 0.0, 0.0)],
-    ids=["T<H", "H=1", "sigma=0", "sigma_r=0", "both_zero", "T<<H_zero"],
-)
+@pytest.mark.parametrize("shape", list(EDGE_SHAPES))
 @pytest.mark.parametrize("puf", [0.0, 1.0])
-def test_edge_cases_are_finite_and_agree(T, H, sigma_value, sigma_r, puf):
-    g = torch.Generator().manual_seed(1)
-    N = 3
-    terminals = torch.zeros(T, N)
-    terminals[-1, 0] = 1.0
-    inputs = (torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.full((H,), sigma_value), sigma_r)
-    for weight_norm in ("max", "sum"):
-        for tail_mu in (None, torch.randn(N, H, generator=g)):
-            for zeros_after_terminal in (False, True):
-                check_all_agree(*inputs, puf=puf, weight_norm=weight_norm, tail_mu=tail_mu, zeros_after_terminal=zeros_after_terminal)
+def test_edge_cases_are_finite_and_agree(shape, puf):
+    for _, inputs, options in edge_cases(shape, puf):
+        check_all_agree(*inputs, **options)
+
+
+def test_dones_at_every_step_end_every_window_at_its_first_offset():
+    g = torch.Generator().manual_seed(2)
+    T, N, H = 5, 4, 7
+    inputs = (torch.randn(T, N, generator=g), torch.ones(T, N), torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.1, 0.7)
+    for tail_mu in (None, torch.randn(N, H, generator=g)):
+        _, window = check_all_agree(*inputs, min_horizon=0, cut=0.0, tail_mu=tail_mu)
+        assert (window == 1).all()
+        _, window = check_all_agree(*inputs, min_horizon=0, cut=0.0, tail_mu=tail_mu, zeros_after_terminal=True)
+        assert (window == H).all()
 
 
 def test_hand_worked_example():
