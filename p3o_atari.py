@@ -169,6 +169,12 @@ class Args:
     """ocean/forage: distance to the large reward"""
     password_length: int = 5
     """ocean/password: number of bits to guess"""
+    reward_noise: float = 0.0
+    """ocean/delay, ocean/spread: the std of Gaussian noise added to every reward (mean 0)"""
+    spread: int = 8
+    """ocean/spread: steps over which each decision's reward is paid, in equal parts"""
+    choice_distance: int = 16
+    """ocean/choice: steps between choosing the far reward and its payment"""
 
     # to be filled in runtime
     batch_size: int = 0
@@ -230,7 +236,8 @@ def make_envs(args, device):
     if args.env_id.startswith("ocean/"):
         from p3o_ocean import OCEAN_ENVS
 
-        options = dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length)
+        options = dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length,
+                       reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance)
         return OCEAN_ENVS[args.env_id[len("ocean/") :]](args.num_envs, device=device, seed=args.seed, **options)
     return AtariEnvs(args.env_id, args.num_envs, device, args.seed)
 
@@ -848,9 +855,11 @@ def check_args(args):
         close = difflib.get_close_matches(args.env_id, known, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         errors.append(f"--env-id {args.env_id!r} is not an EnvPool Atari id or ocean/NAME{hint}")
-    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "delay", "forage_distance", "password_length"):
+    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "delay", "forage_distance", "password_length", "spread", "choice_distance"):
         if getattr(args, name) < 1:
             errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not args.reward_noise >= 0:
+        errors.append(f"--reward-noise must be >= 0, got {args.reward_noise}")
     if args.num_minibatches >= 1 and (args.num_envs * args.num_steps) % args.num_minibatches != 0:
         errors.append(f"--num-minibatches {args.num_minibatches} must divide the batch, --num-envs x --num-steps = {args.num_envs * args.num_steps}")
     if not args.learning_rate > 0:

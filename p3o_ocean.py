@@ -164,6 +164,12 @@ class Args:
     """forage: distance to the large reward"""
     password_length: int = 5
     """password: number of bits to guess"""
+    reward_noise: float = 0.0
+    """delay, spread: the std of Gaussian noise added to every reward (mean 0)"""
+    spread: int = 8
+    """spread: steps over which each decision's reward is paid, in equal parts"""
+    choice_distance: int = 16
+    """choice: steps between choosing the far reward and its payment"""
 
     # to be filled in runtime
     batch_size: int = 0
@@ -421,7 +427,9 @@ class Delay(OceanEnv):
     step t + D (D = kwarg `delay`, default 4, >= 1), interleaved with the rewards of the
     later decisions. An episode has 64 scored decisions (steps 0..63) plus D unscored tail
     steps so every reward lands inside the episode (length 64 + D, ends terminated).
-    Score = max(0, 2 * accuracy - 1) over the 64 decisions (random ~0).
+    Kwarg `reward_noise` (default 0): the std of Gaussian noise added to every step's reward
+    (mean 0; the score does not see it). Score = max(0, 2 * accuracy - 1) over the 64
+    decisions (random ~0).
     Note: GAE at gamma 0.99 / lambda 0.95 weighs a reward 64 steps out by about
     (0.99 * 0.95)**64 ~= 0.02, so large D stresses the advantage horizon.
     Optimal score: 1.0. Solved: score >= 0.9."""
@@ -433,18 +441,24 @@ class Delay(OceanEnv):
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
         super().__init__(num_envs, device, seed)
-        self.delay = int(kwargs.get("delay", 4))
+        self._setup(delay=int(kwargs.get("delay", 4)), spread=1, reward_noise=float(kwargs.get("reward_noise", 0.0)))
         assert self.delay >= 1, "delay must be >= 1"
+
+    def _setup(self, delay, spread, reward_noise):
+        """A decision's reward is paid in `spread` equal parts at the steps t + delay .. t + delay + spread - 1."""
+        assert spread >= 1 and reward_noise >= 0, "spread must be >= 1 and reward_noise >= 0"
+        self.delay, self.spread, self.reward_noise = delay, spread, reward_noise
         self.obs_dim, self.num_actions = 2, 2
-        self.episode_steps = self.num_decisions + self.delay
+        self.episode_steps = self.num_decisions + delay + spread - 1
         self._eye = torch.eye(2, device=self.device)
+        self._parts = torch.arange(delay, delay + spread, device=self.device)
 
     def reset(self):
         self._reset_stats()
         self.t = self._zeros()
         self.n_correct = self._zeros()
-        # Ring buffer of not-yet-paid correctness; slot t % D holds the decision of step t.
-        self.pending = torch.zeros(self.num_envs, self.delay, device=self.device)
+        # Ring buffer of rewards not yet paid: slot u % (delay + spread) holds what step u pays.
+        self.pending = torch.zeros(self.num_envs, self.delay + self.spread, device=self.device)
         self.cue = self._randint(2)
         return self._eye.index_select(0, self.cue)
 
@@ -452,21 +466,40 @@ class Delay(OceanEnv):
         actions = torch.as_tensor(actions, device=self.device)
         scored = self.t < self.num_decisions
         correct = (actions == self.cue) & scored
-        slot = (self.t % self.delay).unsqueeze(1)
-        # Slot t % D was written at step t - D (or is still 0 for t < D): pay it, then reuse it.
+        slots = self.pending.shape[1]
+        self.pending.scatter_add_(1, (self.t.unsqueeze(1) + self._parts) % slots, (correct.float() / self.spread).unsqueeze(1).expand(-1, self.spread))
+        # Pay this step's slot and clear it for the step that wraps onto it.
+        slot = (self.t % slots).unsqueeze(1)
         reward = self.pending.gather(1, slot).squeeze(1)
-        self.pending.scatter_(1, slot, correct.float().unsqueeze(1))
+        self.pending.scatter_(1, slot, 0.0)
+        if self.reward_noise > 0:
+            reward = reward + self.reward_noise * torch.randn(self.num_envs, generator=self.generator, device=self.device)
         self.n_correct += correct
         self.t += 1
         terminated = self.t == self.episode_steps
         truncated = torch.zeros_like(terminated)
         score = (2.0 * self.n_correct.float() / self.num_decisions - 1.0).clamp(min=0.0)
         info = self._finish_step(reward, terminated, truncated, score)
-        # No buffer clearing needed: the D tail steps wrote 0 into every slot.
+        # No buffer clearing needed: every reward lands inside the episode, and each paid slot was cleared.
         self.t.masked_fill_(terminated, 0)
         self.n_correct.masked_fill_(terminated, 0)
         self.cue = self._randint(2)
         return self._eye.index_select(0, self.cue), reward, terminated, truncated, info
+
+
+class Spread(Delay):
+    """Horizon probe / credit spread thin: Delay's cues, but each decision's reward (1 if
+    action == cue) is paid in S equal parts, one at each of the S steps from the decision's
+    own on (S = kwarg `spread`, default 8), so every step pays the mean correctness of the
+    last S decisions. 64 scored decisions plus S - 1 tail steps (length 63 + S). Kwarg
+    `reward_noise` as in Delay. Score = max(0, 2 * accuracy - 1) (random ~0).
+    Note: GAE at 0.99 / 0.95 credits a decision with sum_{k<S} 0.9405^k / S of its reward
+    (0.45 at S = 32), beside the other S - 1 decisions' parts; P3O with H >= S sees it all.
+    Optimal score: 1.0. Solved: score >= 0.9."""
+
+    def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
+        OceanEnv.__init__(self, num_envs, device, seed)
+        self._setup(delay=0, spread=int(kwargs.get("spread", 8)), reward_noise=float(kwargs.get("reward_noise", 0.0)))
 
 
 class Forage(OceanEnv):
@@ -565,6 +598,73 @@ class Mixed(OceanEnv):
         return self._obs(), reward, terminated, truncated, info
 
 
+class Choice(OceanEnv):
+    """Horizon probe / near-small against far-large. An episode is 4 rounds of D + 1 steps
+    (D = kwarg `choice_distance`, default 16). A round's first step shows a choice flag:
+    action 0 takes 0.7 at once, action 1 takes 1.0 paid D steps later, at the round's last
+    step. Each of the round's other D steps shows a fresh cue; matching it pays 0.1 at once,
+    so other decisions' rewards lie in between. Obs: [is_choice_step, cue one-hot(2),
+    far_pending], dim 4: what is owed is in the state, so a critic (and a rollout's tail) can
+    value it; the test is the credit, not memory.
+    Score = the share of the episode's rounds that chose far (random ~0.5, always near 0).
+    Note: PPO at gamma 0.99 values the far reward at 0.99^D (0.38 at D = 96), below the near
+    0.7, and learns to choose near; the episode (4D + 4 steps) outlasts a 128-step rollout
+    from D = 31 on, so a round's payoff often lies past the rollout's end.
+    Optimal score: 1.0. Solved: score >= 0.9."""
+
+    optimal_score = 1.0
+    solved_score = 0.9
+    default_timesteps = 2_000_000
+    rounds = 4
+    near_reward, far_reward, cue_reward = 0.7, 1.0, 0.1
+
+    def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
+        super().__init__(num_envs, device, seed)
+        self.distance = int(kwargs.get("choice_distance", 16))
+        assert self.distance >= 1, "choice_distance must be >= 1"
+        self.obs_dim, self.num_actions = 4, 2
+        # Row 4 * far_pending + 2 * is_choice_step + cue -> observation (no cue at the choice step).
+        rows = [[choice, cue == 0 and not choice, cue == 1 and not choice, far] for far in (0, 1) for choice in (0, 1) for cue in (0, 1)]
+        self._obs_table = torch.tensor(rows, dtype=torch.float32, device=self.device)
+
+    def _obs(self):
+        choosing = self.t % (self.distance + 1) == 0
+        return self._obs_table.index_select(0, 4 * (self.far & ~choosing).long() + 2 * choosing.long() + self.cue)
+
+    def reset(self):
+        self._reset_stats()
+        self.t = self._zeros()
+        self.far = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self.n_far = self._zeros()
+        self.cue = self._randint(2)
+        return self._obs()
+
+    def step(self, actions):
+        actions = torch.as_tensor(actions, device=self.device)
+        choosing = self.t % (self.distance + 1) == 0
+        self.far = torch.where(choosing, actions == 1, self.far)
+        self.n_far += choosing & (actions == 1)
+        near = choosing & (actions == 0)
+        hit = ~choosing & (actions == self.cue)
+        self.t += 1
+        paid = self.far & (self.t % (self.distance + 1) == 0)  # the round's last step
+        reward = near.float() * self.near_reward + hit.float() * self.cue_reward + paid.float() * self.far_reward
+        terminated = self.t == self.rounds * (self.distance + 1)
+        truncated = torch.zeros_like(terminated)
+        score = self.n_far.float() / self.rounds
+        info = self._finish_step(reward, terminated, truncated, score)
+        self.t.masked_fill_(terminated, 0)
+        self.n_far.masked_fill_(terminated, 0)
+        self.cue = self._randint(2)
+        return self._obs(), reward, terminated, truncated, info
+
+
+def env_options(args):
+    """The Ocean env options of a run's Args (each env reads the ones it needs)."""
+    return dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length,
+                reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance)
+
+
 OCEAN_ENVS = {
     "bandit": Bandit,
     "password": Password,
@@ -573,6 +673,8 @@ OCEAN_ENVS = {
     "delay": Delay,
     "forage": Forage,
     "mixed": Mixed,
+    "spread": Spread,
+    "choice": Choice,
 }
 
 
@@ -1163,9 +1265,11 @@ def check_args(args):
         close = difflib.get_close_matches(args.env_id, OCEAN_ENVS, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         errors.append(f"--env-id {args.env_id!r} is not an Ocean env{hint}; choose from all, {', '.join(OCEAN_ENVS)}")
-    for name in ("horizon", "num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size", "delay", "forage_distance", "password_length"):
+    for name in ("horizon", "num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size", "delay", "forage_distance", "password_length", "spread", "choice_distance"):
         if getattr(args, name) < 1:
             errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not args.reward_noise >= 0:
+        errors.append(f"--reward-noise must be >= 0, got {args.reward_noise}")
     if args.num_minibatches >= 1 and (args.num_envs * args.num_steps) % args.num_minibatches != 0:
         errors.append(f"--num-minibatches {args.num_minibatches} must divide the batch, --num-envs x --num-steps = {args.num_envs * args.num_steps}")
     if args.total_timesteps < 0:
@@ -1223,7 +1327,7 @@ def train(args, checkpoint=None):
     advantage_fn, advantage_note = select_advantage(args.kernel, device)
 
     # env setup: the envs live on the model's device, so observations never leave it
-    envs = env_class(args.num_envs, device=device, seed=args.seed, delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length)
+    envs = env_class(args.num_envs, device=device, seed=args.seed, **env_options(args))
     print(f"{args.env_id}: {advantage_note}; runs/{run_name}", flush=True)
 
     agent = Agent(envs.obs_dim, envs.num_actions, args.hidden_size, args.horizon, uses_effect_head(args), args.clock).to(device)
@@ -1507,7 +1611,7 @@ def evaluate(args):
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     torch.manual_seed(args.seed)
     env_class = OCEAN_ENVS[run_args.env_id]
-    envs = env_class(args.eval_episodes, device=device, seed=args.seed, delay=run_args.delay, forage_distance=run_args.forage_distance, password_length=run_args.password_length)
+    envs = env_class(args.eval_episodes, device=device, seed=args.seed, **env_options(run_args))
     agent = Agent(envs.obs_dim, envs.num_actions, run_args.hidden_size, run_args.horizon, uses_effect_head(run_args), run_args.clock).to(device)
     agent.load_state_dict(checkpoint["model"])
     returns = torch.full((args.eval_episodes,), float("nan"), device=device)

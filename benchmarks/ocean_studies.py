@@ -5,6 +5,7 @@
     python benchmarks/ocean_studies.py delay        # the delay env at D = 1, 8, 32, 64, 100: each algorithm's score against D
     python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off, window cut/zeros after the terminal, clock on/off, sigma effect/learned, the previous defaults
     python benchmarks/ocean_studies.py throughput   # SPS and the advantage's share of an iteration, P3O against GAE (alone)
+    python benchmarks/ocean_studies.py probes       # P3O at H = 32 and 128 and PPO 0.99 on the horizon probes (PROBES), 95% CIs
     python benchmarks/ocean_studies.py all          # the five, in that order
 
 Every learning run is one (algorithm, env, options, seed) with a fixed budget per env (`BUDGETS`, scaled by
@@ -22,7 +23,9 @@ env's `solved_score` (blank if never).
 import argparse
 import csv
 import hashlib
+import inspect
 import json
+import math
 import multiprocessing
 import os
 import statistics
@@ -76,6 +79,17 @@ ABLATIONS = [
 ABLATION_ENVS = ["delay", "forage"]  # long-horizon probes, where the choices can matter (budgeted to one session)
 ABLATION_DELAY = 32  # delay runs in the ablations use this D, where the horizon matters
 THROUGHPUT_STEPS = 262_144  # 8 iterations: the first one's start-up costs are a small share
+# Horizon probes with room left: the seven envs above score 0.998 to 0.9997 at the defaults, where no variant can be
+# told apart from another. Each probe is an env with its difficulty flag set, and a fixed budget (steps per run).
+# Settings from a three-seed screen (docs/probes.md): the best P3O variant known scores 0.5 to 0.9 on each, PPO at
+# gamma 0.99 0.01 to 0.5. Both horizons see the reward on noisy_delay and spread; only H = 128 on far_delay and choice.
+PROBES = {
+    "noisy_delay": ("delay", {"delay": 16, "reward_noise": 3.0}, 786_432),  # reward noise of std 3 on a 0/1 reward
+    "far_delay": ("delay", {"delay": 100}, 1_179_648),  # others' rewards in between; episodes of 164 steps
+    "spread": ("spread", {"spread": 32, "reward_noise": 1.0}, 786_432),  # one decision's reward spread over 32 steps
+    "choice": ("choice", {"choice_distance": 96}, 1_572_864),  # 0.7 now or 1.0 in 96 steps; episodes of 388
+}
+PROBE_HORIZONS = [32, 128]
 TAG = ""  # --tag: appended to the CSV and PNG names, so a run with other seeds or horizons keeps the main files
 
 
@@ -83,13 +97,18 @@ TAG = ""  # --tag: appended to the CSV and PNG names, so a run with other seeds 
 # Runs: one spec -> one row, in a worker process
 # ---------------------------------------------------------------------------------------------------------
 def script_hash(algo):
-    name = "p3o_ocean.py" if algo == "p3o" else "ppo_baseline.py"
-    return hashlib.sha256((ROOT / name).read_bytes()).hexdigest()[:12]
+    """The code a run depends on: p3o_ocean.py for P3O; for PPO, ppo_baseline.py and the Ocean envs' classes, which
+    live in p3o_ocean.py (so a change to an env retrains PPO on it too)."""
+    if algo == "p3o":
+        return hashlib.sha256((ROOT / "p3o_ocean.py").read_bytes()).hexdigest()[:12]
+    envs = "".join(inspect.getsource(cls) for cls in (p3o_ocean.OceanEnv, *p3o_ocean.OCEAN_ENVS.values()))
+    return hashlib.sha256((ROOT / "ppo_baseline.py").read_bytes() + envs.encode()).hexdigest()[:12]
 
 
-def spec(algo, env, seed, scale, **options):
-    """One run: the algorithm, the Ocean env, its seed, its budget and the Args fields that differ from the defaults."""
-    steps = int(budget(env, options) * scale)
+def spec(algo, env, seed, scale, steps=None, **options):
+    """One run: the algorithm, the Ocean env, its seed, its budget (`steps`, else the env's) and the Args fields that
+    differ from the defaults."""
+    steps = int((steps or budget(env, options)) * scale)
     if algo == "p3o":  # explicit, so the runs at the default H are shared between studies
         options.setdefault("horizon", p3o_ocean.Args.horizon)
     return {"algo": algo, "env": env, "seed": seed, "total_timesteps": steps, "options": dict(sorted(options.items())), "script": script_hash(algo)}
@@ -192,6 +211,30 @@ def run_all(specs, workers, fresh=False, keep=True):
 # ---------------------------------------------------------------------------------------------------------
 # Tables and plots
 # ---------------------------------------------------------------------------------------------------------
+# Two-sided 95% quantiles of Student's t for 1 to 30 degrees of freedom (beyond: 30's, slightly conservative).
+T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+       2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def ci95(values):
+    """Mean and the half-width of its 95% confidence interval (t over the seeds)."""
+    mean, std = mean_std(values)
+    n = len([v for v in values if v == v])
+    return mean, (T95[min(n - 1, 30) - 1] * std / math.sqrt(n) if n > 1 else float("nan"))
+
+
+def difference_ci95(a, b):
+    """mean(a) - mean(b) and the half-width of its 95% confidence interval (Welch, its degrees of freedom rounded down)."""
+    (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
+    va, vb = sa**2 / len(a), sb**2 / len(b)
+    if len(a) < 2 or len(b) < 2:
+        return ma - mb, float("nan")
+    if va + vb == 0:
+        return ma - mb, 0.0
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return ma - mb, T95[min(max(int(df), 1), 30) - 1] * math.sqrt(va + vb)
+
+
 def mean_std(values):
     values = [v for v in values if v == v]
     if not values:
@@ -238,6 +281,15 @@ def grid(plt, count):
     for ax in axes.flat[count:]:
         ax.axis("off")
     return fig, list(axes.flat)
+
+
+def score_panel(ax, title, fontsize=None):
+    """Title, axis labels, the score's range and the legend of one panel of learning curves."""
+    ax.set_title(title, fontsize=fontsize)
+    ax.set_xlabel("steps")
+    ax.set_ylabel("score")
+    ax.set_ylim(-0.05, 1.05)
+    ax.legend(fontsize=7)
 
 
 def seeds_of(rows, **match):
@@ -328,17 +380,49 @@ def versus_study(opts):
         band(ax, ppo[0.99], "PPO gamma 0.99")
         if best != 0.99:
             band(ax, ppo[best], f"PPO gamma {best} (best)")
-        ax.set_title(env)
-        ax.set_xlabel("steps")
-        ax.set_ylabel("score")
-        ax.set_ylim(-0.05, 1.05)
-        ax.legend(fontsize=7)
+        score_panel(ax, env)
     fig.suptitle(f"P3O vs PPO on the Ocean suite ({len(opts.seeds)} seeds, mean +- std)")
     fig.tight_layout()
     fig.savefig(RESULTS / f"ocean_versus{TAG}.png", dpi=110)
     path = write_csv("versus", rows, ["env", "algo", "gamma", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
     print(f"({path}) P3O matches or beats PPO gamma 0.99 on {sum(s['matches'] for s in summary)} of {len(ENVS)} envs")
     return summary
+
+
+def probe_study(opts):
+    """P3O at H = 32 and 128 (with --set's options) and PPO at each gamma of GAMMAS on each probe of PROBES: every
+    cell's mean with its 95% CI, H = 128 - H = 32 with the CI of the difference, and PPO at 0.99 and at its best gamma."""
+    plans = {}
+    for name in opts.probes:
+        env, options, steps = PROBES[name]
+        plans[name] = {f"P3O H={H}": [spec("p3o", env, seed, opts.budget_scale, steps, **options, horizon=H, **opts.set) for seed in opts.seeds] for H in PROBE_HORIZONS}
+        plans[name].update({f"PPO {gamma}": [spec("ppo", env, seed, opts.budget_scale, steps, **options, gamma=gamma) for seed in opts.seeds] for gamma in GAMMAS})
+    flat = [s for plan in plans.values() for group in plan.values() for s in group]
+    done = {key(r): r for r in run_all(flat, opts.workers, opts.fresh)}
+    plt = pyplot()
+    fig, axes = grid(plt, len(plans))
+    labels = [f"P3O H={H}" for H in PROBE_HORIZONS] + ["PPO 0.99", "PPO best gamma"]
+    print(f"\nprobes, final score mean +- 95% CI over seeds {opts.seeds}")
+    print(f"{'probe':<13}" + "".join(f"{label:>19}" for label in labels) + f"{'H=128 - H=32':>19}")
+    rows = []
+    for ax, (name, plan) in zip(axes, plans.items()):
+        results = {label: [done[key(s)] for s in group] for label, group in plan.items()}
+        best = max(GAMMAS, key=lambda gamma: mean_std([r["score"] for r in results[f"PPO {gamma}"]])[0])
+        results["PPO best gamma"] = results[f"PPO {best}"]
+        cells = [ci95([r["score"] for r in results[label]]) for label in labels]
+        gap = difference_ci95([r["score"] for r in results["P3O H=128"]], [r["score"] for r in results["P3O H=32"]])
+        print(f"{name:<13}" + "".join(f"{m:>11.3f} +-{h:.3f}" for m, h in cells) + f"{gap[0]:>+11.3f} +-{gap[1]:.3f}   (PPO's best gamma {best})")
+        for label in labels[:3]:
+            band(ax, results[label], label)
+        if best != 0.99:
+            band(ax, results["PPO best gamma"], f"PPO {best} (best)")
+        rows += [dict(r, probe=name, case=label) for label, group in plan.items() for r in results[label]]
+        score_panel(ax, f"{name}: {PROBES[name][0]} " + " ".join(f"{k}={v}" for k, v in PROBES[name][1].items()), fontsize=8)
+    fig.suptitle(f"Horizon probes ({len(opts.seeds)} seeds, mean +- std)")
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"ocean_probes{TAG}.png", dpi=110)
+    path = write_csv("probes", rows, ["probe", "case", "env", "algo", "horizon", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
+    print(f"({path})")
 
 
 def delay_study(opts):
@@ -416,9 +500,10 @@ def throughput_study(opts):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("study", choices=["horizon", "versus", "delay", "ablations", "throughput", "all"])
+    parser.add_argument("study", choices=["horizon", "versus", "delay", "ablations", "throughput", "probes", "all"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     parser.add_argument("--envs", nargs="+", default=ENVS, choices=ENVS, help="horizon: the envs")
+    parser.add_argument("--probes", nargs="+", default=list(PROBES), choices=list(PROBES), help="probes: the probes")
     parser.add_argument("--horizons", nargs="+", type=int, default=HORIZONS, help="horizon: the caps H to compare")
     parser.add_argument("--workers", type=int, default=2, help="processes of one thread each (one per core)")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="multiplies every run's budget (BUDGETS)")
@@ -435,7 +520,7 @@ def main():
     if any(len(pair) != 2 or not hasattr(defaults, pair[0]) for pair in pairs):
         parser.error(f"--set takes FIELD=VALUE with FIELD a field of p3o_ocean.Args, got {opts.set}")
     opts.set = {name: (value == "True") if isinstance(getattr(defaults, name), bool) else type(getattr(defaults, name))(value) for name, value in pairs}
-    studies = {"horizon": horizon_study, "versus": versus_study, "delay": delay_study, "ablations": ablation_study, "throughput": throughput_study}
+    studies = {"horizon": horizon_study, "versus": versus_study, "delay": delay_study, "ablations": ablation_study, "throughput": throughput_study, "probes": probe_study}
     for name in studies if opts.study == "all" else [opts.study]:
         studies[name](opts)
 

@@ -63,3 +63,21 @@ def test_rows_are_matched_on_their_options_not_on_the_learned_horizon():
     row = {"algo": "p3o", "env": "delay", "options": {"horizon": 128, "horizon_cut": 0.95}, "horizon": 16.0}
     assert ocean_studies.seeds_of([row], env="delay", horizon=128) == [row]
     assert ocean_studies.seeds_of([row], env="delay", horizon=16) == []
+
+
+def test_probes_name_ocean_envs_and_their_flags():
+    defaults = p3o_ocean.Args()
+    for name, (env, options, steps) in ocean_studies.PROBES.items():
+        assert env in p3o_ocean.OCEAN_ENVS and steps % (defaults.num_envs * defaults.num_steps) == 0, name
+        assert all(hasattr(defaults, flag) and getattr(defaults, flag) != value for flag, value in options.items()), name
+    run = ocean_studies.spec("ppo", "delay", 1, 1.0, 393_216, delay=100, gamma=0.99)
+    assert run["total_timesteps"] == 393_216 and ocean_studies.spec("ppo", "delay", 1, 0.5, 393_216)["total_timesteps"] == 196_608
+
+
+def test_confidence_intervals():
+    mean, half = ocean_studies.ci95([1.0, 2.0, 3.0, 4.0])  # std 1.291, t(3) = 3.182
+    assert mean == pytest.approx(2.5) and half == pytest.approx(3.182 * 1.2909944 / 2, rel=1e-4)
+    gap, half = ocean_studies.difference_ci95([1.0, 2.0, 3.0], [0.0, 0.0, 0.0])  # Welch df = 2: t = 4.303
+    assert gap == pytest.approx(2.0) and half == pytest.approx(4.303 * 1.0 / 3**0.5, rel=1e-4)
+    gap, half = ocean_studies.difference_ci95([0.5] * 10, [0.25] * 10)
+    assert (gap, half) == (0.25, 0.0)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from p3o_ocean import OCEAN_ENVS, Bandit, Delay, Forage, Mixed, Password, Squared, Stochastic
+from p3o_ocean import OCEAN_ENVS, Bandit, Choice, Delay, Forage, Mixed, Password, Spread, Squared, Stochastic
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -48,8 +48,9 @@ def episode_scores(roll):
 
 
 def cue(obs):
-    """Cue bit of Delay / Mixed observations (last two columns are the one-hot cue)."""
-    return obs[:, -2:].argmax(1)
+    """Cue bit of Delay / Spread / Mixed observations (the last two columns are the one-hot cue) and of Choice's
+    (columns 1 and 2; the last is the far reward pending)."""
+    return (obs[:, 1:3] if obs.shape[1] == 4 else obs[:, -2:]).argmax(1)
 
 
 # --------------------------------------------------------------------------- generic interface
@@ -106,7 +107,7 @@ def test_random_policy_is_far_from_solved(name):
     cls = OCEAN_ENVS[name]
     env = cls(512, seed=0)
     gen = torch.Generator().manual_seed(2)
-    scores = episode_scores(run(env, lambda obs, t: random_actions(env, gen), 140))
+    scores = episode_scores(run(env, lambda obs, t: random_actions(env, gen), 150))
     assert scores.numel() >= 1024
     assert scores.mean() < cls.solved_score - 0.05
 
@@ -336,6 +337,78 @@ def test_delay_rejects_zero_delay_and_cues_are_fair():
     assert cue(env.reset()).float().mean() == pytest.approx(0.5, abs=0.03)
 
 
+def test_delay_reward_noise_is_zero_mean_and_leaves_the_score_alone():
+    noiseless, noisy = Delay(2048, seed=5, delay=3), Delay(2048, seed=5, delay=3, reward_noise=0.5)
+    a, b = (run(env, lambda obs, t: cue(obs), 67) for env in (noiseless, noisy))
+    noise = b["reward"] - a["reward"]
+    assert noise.mean().abs() < 0.01 and noise.std() == pytest.approx(0.5, rel=0.02)
+    assert torch.equal(a["score"], b["score"]) and (b["score"][-1] == 1).all()
+    with pytest.raises(AssertionError):
+        Delay(1, reward_noise=-1.0)
+
+
+# --------------------------------------------------------------------------- spread
+
+
+@pytest.mark.parametrize("S", [1, 5, 32])
+def test_spread_pays_each_decision_in_equal_parts_from_its_own_step(S):
+    k = torch.tensor([0, 10, 63])  # env i is right only at step k[i]
+    env = Spread(len(k), seed=0, spread=S)
+    assert env.episode_steps == 63 + S and env.obs_dim == 2 and env.num_actions == 2
+    roll = run(env, lambda obs, t: torch.where(t == k, cue(obs), 1 - cue(obs)), 63 + S)
+    for i, ki in enumerate(k.tolist()):
+        expected = torch.zeros(63 + S)
+        expected[ki : ki + S] = 1.0 / S
+        assert_close(roll["reward"][:, i], expected)
+    assert roll["terminated"][-1].all() and not roll["terminated"][:-1].any()
+    assert_close(roll["ret"][-1], torch.ones(3))
+
+
+def test_spread_optimal_policy_pays_the_running_share_of_the_last_s_decisions():
+    S = 8
+    env = Spread(4, seed=1, spread=S)
+    roll = run(env, lambda obs, t: cue(obs), 2 * (63 + S))
+    u = torch.arange(63 + S)
+    expected = (torch.minimum(u, torch.tensor(63)) - torch.clamp(u - S + 1, min=0) + 1).float() / S  # decisions paid at step u
+    assert_close(roll["reward"][: 63 + S, 0], expected)
+    assert_close(roll["reward"][63 + S :, 0], expected)  # the next episode starts clean
+    assert (roll["score"][roll["terminated"]] == 1).all() and torch.allclose(roll["ret"][roll["terminated"]], torch.tensor(64.0))
+
+
+# --------------------------------------------------------------------------- choice
+
+
+@pytest.mark.parametrize("D", [1, 5, 16])
+def test_choice_far_pays_one_d_steps_later_near_pays_0_7_at_once(D):
+    env = Choice(3, seed=0, choice_distance=D)
+    assert env.obs_dim == 4 and env.num_actions == 2
+    L = 4 * (D + 1)
+    far_in_round_0_only = lambda obs, t: torch.where(obs[:, 0] == 1, torch.tensor([1, 0, int(t == 0)]), 1 - cue(obs))
+    roll = run(env, far_in_round_0_only, 2 * L)
+    steps = torch.arange(2 * L) % L
+    choice_steps = steps % (D + 1) == 0
+    assert (roll["obs"][:-1][choice_steps][:, :, 0] == 1).all() and (roll["obs"][:-1][~choice_steps][:, :, 0] == 0).all()
+    assert (roll["obs"][:-1][choice_steps][:, :, 1:] == 0).all()  # no cue, nothing pending at the choice step
+    # far pending shows from the step after a far choice to the step that pays it
+    assert torch.equal(roll["obs"][:-1][:, 0, 3], (~choice_steps).float()) and (roll["obs"][:-1][:, 1, 3] == 0).all()
+    assert (roll["obs"][:-1][~choice_steps][:, :, 1:3].sum(-1) == 1).all()
+    # env 0 always far: 1.0 at each round's last step; env 1 always near: 0.7 at each choice; cues all missed
+    assert torch.equal(roll["reward"][:, 0], (steps % (D + 1) == D).float())
+    assert torch.equal(roll["reward"][:, 1], choice_steps.float() * 0.7)
+    assert torch.equal(roll["terminated"], (steps == L - 1)[:, None].expand(-1, 3))
+    done = roll["terminated"]
+    assert_close(roll["score"][done], torch.tensor([1.0, 0.0, 0.25, 1.0, 0.0, 0.0]))
+    assert roll["len"][done].eq(L).all()
+
+
+def test_choice_cues_pay_a_tenth_when_matched():
+    env = Choice(2, seed=3, choice_distance=4)
+    roll = run(env, lambda obs, t: torch.where(obs[:, 0] == 1, torch.tensor([0, 0]), torch.stack([cue(obs)[0], 1 - cue(obs)[1]])), 20)
+    cue_step = torch.arange(20) % 5 != 0
+    assert_close(roll["reward"][cue_step, 0], torch.full((16,), 0.1))
+    assert (roll["reward"][cue_step, 1] == 0).all() and torch.allclose(roll["reward"][~cue_step], torch.tensor(0.7))
+
+
 # --------------------------------------------------------------------------- forage
 
 
@@ -419,14 +492,16 @@ def optimal_policy(name, env):
         return lambda obs, t: squared_greedy(obs)
     if name == "forage":
         return lambda obs, t: torch.ones(env.num_envs, dtype=torch.int64)
-    return lambda obs, t: cue(obs)  # delay, mixed
+    if name == "choice":
+        return lambda obs, t: torch.where(obs[:, 0] == 1, 1, cue(obs))  # far at the choice step
+    return lambda obs, t: cue(obs)  # delay, mixed, spread
 
 
 @pytest.mark.parametrize("name", list(OCEAN_ENVS))
 def test_scripted_optimal_policy_solves(name):
     cls = OCEAN_ENVS[name]
     env = cls(512, seed=0)
-    scores = episode_scores(run(env, optimal_policy(name, env), 140))
+    scores = episode_scores(run(env, optimal_policy(name, env), 150))
     assert scores.numel() >= 1024
     assert scores.mean() >= cls.solved_score
     assert scores.mean() == pytest.approx(cls.optimal_score, abs=0.01)
