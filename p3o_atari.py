@@ -1,5 +1,5 @@
 # P3O on Atari through EnvPool: PPO with GAE replaced by a multi-horizon Gaussian value head and a
-# precision-weighted advantage (../shared/P3O.md; kernels/advantage.cu on a GPU, its PyTorch twin elsewhere).
+# precision-weighted advantage (docs/algorithm.md; kernels/advantage.cu on a GPU, its PyTorch twin elsewhere).
 # It is ppo_baseline.py (CleanRL's ppo_atari_envpool.py on EnvPool 1.x) with three changes, each in a block
 # marked `# P3O:` here and `# PPO:` there: the value head, the value loss and the advantage.
 """Usage:

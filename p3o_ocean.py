@@ -1,5 +1,5 @@
 # P3O on the Ocean suite: small vectorised PyTorch environments that train in seconds to minutes.
-# The algorithm is ../shared/P3O.md: PPO with GAE replaced by a multi-horizon Gaussian value head and a
+# The algorithm is docs/algorithm.md: PPO with GAE replaced by a multi-horizon Gaussian value head and a
 # precision-weighted advantage (kernels/advantage.cu on a GPU, its PyTorch twin `p3o_advantage` elsewhere).
 """Usage:
     python p3o_ocean.py                                  # the whole suite in sequence, then a table

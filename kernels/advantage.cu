@@ -1,4 +1,4 @@
-// P3O advantage: one thread per decision (t, n). The maths is ../shared/P3O.md, "The advantage".
+// P3O advantage: one thread per decision (t, n). The maths is docs/algorithm.md, "The advantage".
 //
 //   window   k = min(H, T - t), cut after the first j with terminals[t + j] = 1 (that reward kept);
 //            with tail_mu, a window that reaches the rollout's end without a terminal runs on to H,
