@@ -5,8 +5,9 @@
     python benchmarks/ocean_studies.py delay        # the delay env at D = 1, 8, 32, 64, 100: each algorithm's score against D
     python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off, window cut/zeros after the terminal, clock on/off, sigma effect/learned, the previous defaults
     python benchmarks/ocean_studies.py throughput   # SPS and the advantage's share of an iteration, P3O against GAE (alone)
-    python benchmarks/ocean_studies.py probes       # P3O at H = 32 and 128 and PPO 0.99 on the horizon probes (PROBES), 95% CIs
-    python benchmarks/ocean_studies.py all          # the five, in that order
+    python benchmarks/ocean_studies.py probes       # P3O at H = 32 and 128 and PPO's gamma sweep on the horizon probes (PROBES), 95% CIs
+    python benchmarks/ocean_studies.py probe-ablations  # each component of the default removed, and the smallest P3O, on the probes
+    python benchmarks/ocean_studies.py all          # every study above, in that order
 
 Every learning run is one (algorithm, env, options, seed) with a fixed budget per env (`BUDGETS`, scaled by
 --budget-scale). P3O runs are p3o_ocean.train with the script's defaults; PPO runs are ppo_baseline.train on the
@@ -81,8 +82,9 @@ ABLATION_DELAY = 32  # delay runs in the ablations use this D, where the horizon
 THROUGHPUT_STEPS = 262_144  # 8 iterations: the first one's start-up costs are a small share
 # Horizon probes with room left: the seven envs above score 0.998 to 0.9997 at the defaults, where no variant can be
 # told apart from another. Each probe is an env with its difficulty flag set, and a fixed budget (steps per run).
-# Settings from a three-seed screen (docs/probes.md): the best P3O variant known scores 0.5 to 0.9 on each, PPO at
-# gamma 0.99 0.01 to 0.5. Both horizons see the reward on noisy_delay and spread; only H = 128 on far_delay and choice.
+# Settings from a three-seed screen (docs/probes.md); over ten seeds the best P3O variant known scores 0.55 to 0.87 on
+# each, PPO at gamma 0.99 0.01 to 0.56. Both horizons see the reward on noisy_delay and spread; only H = 128 on
+# far_delay and choice.
 PROBES = {
     "noisy_delay": ("delay", {"delay": 16, "reward_noise": 3.0}, 786_432),  # reward noise of std 3 on a 0/1 reward
     "far_delay": ("delay", {"delay": 100}, 1_179_648),  # others' rewards in between; episodes of 164 steps
@@ -90,6 +92,16 @@ PROBES = {
     "choice": ("choice", {"choice_distance": 96}, 1_572_864),  # 0.7 now or 1.0 in 96 steps; episodes of 388
 }
 PROBE_HORIZONS = [32, 128]
+# The ablation on the probes, both ways: each component of today's default removed alone, and the smallest P3O (the
+# windows past the terminal and the tail bootstrap, with the learned or the closed-form sigma) with nothing else.
+SMALLEST = {"sigma": "learned", "subtract_later_effects": False, "subtract_earlier_effects": False, "clock": False}
+PROBE_ABLATIONS = [
+    ("default", {}), ("sigma learned", {"sigma": "learned"}), ("sigma fitted", {"sigma": "fitted"}),
+    ("no later-effect subtraction", {"subtract_later_effects": False}), ("no earlier-effect subtraction", {"subtract_earlier_effects": False}),
+    ("no clock", {"clock": False}), ("no weight memory", {"effect_memory": 0.0}), ("floor not scaled", {"scale_effect_floor": "none"}),
+    ("no tail bootstrap", {"tail": "none"}), ("window cut at the terminal", {"zeros_after_terminal": False}),
+    ("smallest, sigma learned", SMALLEST), ("smallest, sigma fitted", dict(SMALLEST, sigma="fitted")),
+]
 TAG = ""  # --tag: appended to the CSV and PNG names, so a run with other seeds or horizons keeps the main files
 
 
@@ -425,6 +437,37 @@ def probe_study(opts):
     print(f"({path})")
 
 
+def probe_ablation_study(opts):
+    """Each configuration of PROBE_ABLATIONS at H = 32 and 128 on every probe: the mean score over the probes, per
+    seed, against the default's, with the 95% CI of the difference (Welch), and each probe's cell."""
+    configs = PROBE_ABLATIONS
+    specs = {(label, name, H): [spec("p3o", PROBES[name][0], seed, opts.budget_scale, PROBES[name][2], **PROBES[name][1], horizon=H, **extra) for seed in opts.seeds]
+             for label, extra in configs for name in opts.probes for H in PROBE_HORIZONS}
+    done = {key(r): r for r in run_all([s for group in specs.values() for s in group], opts.workers, opts.fresh)}
+    scores = {cell: [done[key(s)]["score"] for s in group] for cell, group in specs.items()}
+
+    def probe_mean(label, H):  # per seed, the mean over the probes
+        return [statistics.mean(scores[label, name, H][i] for name in opts.probes) for i in range(len(opts.seeds))]
+
+    print(f"\nablations on the probes, final score over seeds {opts.seeds}: each probe's mean, then the mean over the probes "
+          f"+- 95% CI and its difference from the default's (Welch)")
+    header = "".join(f"{name[:10] + ' ' + str(H):>15}" for H in PROBE_HORIZONS for name in opts.probes)
+    print(f"{'configuration':<31}{header}" + "".join(f"{'mean H=' + str(H):>16}{'vs default':>17}" for H in PROBE_HORIZONS) + f"{'H=128 - H=32':>17}")
+    rows = []
+    for label, _ in configs:
+        cells = "".join(f"{statistics.mean(scores[label, name, H]):>15.3f}" for H in PROBE_HORIZONS for name in opts.probes)
+        summary = ""
+        for H in PROBE_HORIZONS:
+            mean, half = ci95(probe_mean(label, H))
+            gap, gap_half = difference_ci95(probe_mean(label, H), probe_mean("default", H))
+            summary += f"{mean:>9.3f} +-{half:.3f}{gap:>+10.3f} +-{gap_half:.3f}"
+        horizon_gap, horizon_half = difference_ci95(probe_mean(label, 128), probe_mean(label, 32))
+        print(f"{label:<31}{cells}{summary}{horizon_gap:>+10.3f} +-{horizon_half:.3f}")
+        rows += [dict(done[key(s)], config=label, probe=name) for (config, name, H), group in specs.items() if config == label for s in group]
+    path = write_csv("probe_ablations", rows, ["config", "probe", "env", "horizon", "seed", "score", "total_timesteps", "SPS", "advantage_fraction", "seconds"])
+    print(f"({path})")
+
+
 def delay_study(opts):
     algos = [("P3O", "p3o", {})] + [(f"PPO gamma {g}", "ppo", {"gamma": g}) for g in DELAY_GAMMAS]
     specs = [spec(algo, "delay", seed, opts.budget_scale, delay=D, **extra) for D in DELAYS for _, algo, extra in algos for seed in opts.seeds]
@@ -500,7 +543,7 @@ def throughput_study(opts):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("study", choices=["horizon", "versus", "delay", "ablations", "throughput", "probes", "all"])
+    parser.add_argument("study", choices=["horizon", "versus", "delay", "ablations", "throughput", "probes", "probe-ablations", "all"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     parser.add_argument("--envs", nargs="+", default=ENVS, choices=ENVS, help="horizon: the envs")
     parser.add_argument("--probes", nargs="+", default=list(PROBES), choices=list(PROBES), help="probes: the probes")
@@ -520,7 +563,7 @@ def main():
     if any(len(pair) != 2 or not hasattr(defaults, pair[0]) for pair in pairs):
         parser.error(f"--set takes FIELD=VALUE with FIELD a field of p3o_ocean.Args, got {opts.set}")
     opts.set = {name: (value == "True") if isinstance(getattr(defaults, name), bool) else type(getattr(defaults, name))(value) for name, value in pairs}
-    studies = {"horizon": horizon_study, "versus": versus_study, "delay": delay_study, "ablations": ablation_study, "throughput": throughput_study, "probes": probe_study}
+    studies = {"horizon": horizon_study, "versus": versus_study, "delay": delay_study, "ablations": ablation_study, "throughput": throughput_study, "probes": probe_study, "probe-ablations": probe_ablation_study}
     for name in studies if opts.study == "all" else [opts.study]:
         studies[name](opts)
 

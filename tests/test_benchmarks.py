@@ -81,3 +81,13 @@ def test_confidence_intervals():
     assert gap == pytest.approx(2.0) and half == pytest.approx(4.303 * 1.0 / 3**0.5, rel=1e-4)
     gap, half = ocean_studies.difference_ci95([0.5] * 10, [0.25] * 10)
     assert (gap, half) == (0.25, 0.0)
+
+
+def test_probe_ablations_each_change_real_fields_of_the_default():
+    """A misspelt field or a value equal to the default would silently rerun the default under another label."""
+    defaults = p3o_ocean.Args()
+    labels = [label for label, _ in ocean_studies.PROBE_ABLATIONS]
+    assert labels[0] == "default" and ocean_studies.PROBE_ABLATIONS[0][1] == {} and len(set(labels)) == len(labels)
+    for label, options in ocean_studies.PROBE_ABLATIONS[1:]:
+        assert options and all(hasattr(defaults, field) for field in options), label
+        assert any(getattr(defaults, field) != value for field, value in options.items()), label
