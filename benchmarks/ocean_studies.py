@@ -98,6 +98,7 @@ SMALLEST = {"sigma": "learned", "subtract_later_effects": False, "subtract_earli
 PROBE_ABLATIONS = [
     ("default", {}), ("sigma learned", {"sigma": "learned"}), ("sigma fitted", {"sigma": "fitted"}),
     ("no later-effect subtraction", {"subtract_later_effects": False}), ("no earlier-effect subtraction", {"subtract_earlier_effects": False}),
+    ("no effect subtractions", {"subtract_later_effects": False, "subtract_earlier_effects": False}),
     ("no clock", {"clock": False}), ("no weight memory", {"effect_memory": 0.0}), ("floor not scaled", {"scale_effect_floor": "none"}),
     ("no tail bootstrap", {"tail": "none"}), ("window cut at the terminal", {"zeros_after_terminal": False}),
     ("smallest, sigma learned", SMALLEST), ("smallest, sigma fitted", dict(SMALLEST, sigma="fitted")),
@@ -440,7 +441,7 @@ def probe_study(opts):
 def probe_ablation_study(opts):
     """Each configuration of PROBE_ABLATIONS at H = 32 and 128 on every probe: the mean score over the probes, per
     seed, against the default's, with the 95% CI of the difference (Welch), and each probe's cell."""
-    configs = PROBE_ABLATIONS
+    configs = [(label, extra) for label, extra in PROBE_ABLATIONS if label == "default" or not opts.configs or label in opts.configs]
     specs = {(label, name, H): [spec("p3o", PROBES[name][0], seed, opts.budget_scale, PROBES[name][2], **PROBES[name][1], horizon=H, **extra) for seed in opts.seeds]
              for label, extra in configs for name in opts.probes for H in PROBE_HORIZONS}
     done = {key(r): r for r in run_all([s for group in specs.values() for s in group], opts.workers, opts.fresh)}
@@ -547,6 +548,8 @@ def main():
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     parser.add_argument("--envs", nargs="+", default=ENVS, choices=ENVS, help="horizon: the envs")
     parser.add_argument("--probes", nargs="+", default=list(PROBES), choices=list(PROBES), help="probes: the probes")
+    parser.add_argument("--configs", nargs="+", default=[], choices=[label for label, _ in PROBE_ABLATIONS], metavar="LABEL",
+                        help="probe-ablations: these configurations of PROBE_ABLATIONS (quoted labels) beside the default; all if not given")
     parser.add_argument("--horizons", nargs="+", type=int, default=HORIZONS, help="horizon: the caps H to compare")
     parser.add_argument("--workers", type=int, default=2, help="processes of one thread each (one per core)")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="multiplies every run's budget (BUDGETS)")
