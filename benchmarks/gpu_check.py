@@ -299,7 +299,7 @@ def measured_train(book, train, args):
     (wall0, step0, _), (wall1, step1, _) = sps[0], sps[-1]
     phases = result["phases"]
     total = sum(phases.values())
-    if torch.cuda.is_available():
+    if book.cuda:
         torch.cuda.empty_cache()
     return {"SPS": round((step1 - step0) / (wall1 - wall0)) if step1 > step0 else result["SPS"], "SPS_whole_run": result["SPS"], "steps": result["steps"],
             "iteration_s": round(total / max(1, result["steps"] // (args.num_envs * args.num_steps)), 4),
@@ -315,19 +315,20 @@ def ocean_step(book):
     env, iterations = book.options.ocean_env, book.options.iterations
     defaults = p3o_ocean.Args()
     sizes = [(8, 16), (16, 16)] if book.options.smoke else [(defaults.num_envs, defaults.num_steps), (4096, defaults.num_steps)]
+    ppo_args, _ = ocean_studies.ppo_args(ocean_studies.spec("ppo", env, 1, 1.0))  # PPO with P3O's shared hyperparameters
     rows = []
     for num_envs, num_steps in sizes:
         common = dict(num_envs=num_envs, num_steps=num_steps, total_timesteps=iterations * num_envs * num_steps, seed=1, progress=False, save_interval=0)
-        ppo_args, _ = ocean_studies.ppo_args(ocean_studies.spec("ppo", env, 1, 1.0))
         cases = [(f"p3o_ocean.py H={h}", p3o_ocean.train, replace(p3o_ocean.Args(), env_id=env, horizon=h, **common)) for h in (32, 128)]
         cases.append(("ppo_baseline.py", ppo_baseline.train, replace(ppo_args, **common)))
         book.log(f"  {env}, {num_envs} envs x {num_steps} steps, {iterations} iterations each:")
+        size_rows = {}
         for name, train, args in cases:
-            row = {"case": name, "env": env, "num_envs": num_envs, "num_steps": num_steps, **measured_train(book, train, args)}
-            rows.append(row)
-            book.log(describe(name, row))
-        ppo = rows[-1]["SPS"]
-        for row in rows[-3:-1]:
+            size_rows[name] = {"case": name, "env": env, "num_envs": num_envs, "num_steps": num_steps, **measured_train(book, train, args)}
+            book.log(describe(name, size_rows[name]))
+        rows += size_rows.values()
+        ppo = size_rows.pop("ppo_baseline.py")["SPS"]
+        for row in size_rows.values():
             row["over_ppo"] = round(row["SPS"] / ppo, 3)
             book.log(f"  {row['case']} / PPO SPS: {row['over_ppo']:.3f}")
     return {"env": env, "iterations": iterations, "runs": rows}

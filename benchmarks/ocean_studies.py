@@ -425,8 +425,9 @@ def probe_study(opts):
         cells = [ci95([r["score"] for r in results[label]]) for label in labels]
         gap = difference_ci95([r["score"] for r in results["P3O H=128"]], [r["score"] for r in results["P3O H=32"]])
         print(f"{name:<13}" + "".join(f"{m:>11.3f} +-{h:.3f}" for m, h in cells) + f"{gap[0]:>+11.3f} +-{gap[1]:.3f}   (PPO's best gamma {best})")
-        for label in labels[:3]:
-            band(ax, results[label], label)
+        for label in labels:
+            if label != "PPO best gamma":
+                band(ax, results[label], label)
         if best != 0.99:
             band(ax, results["PPO best gamma"], f"PPO {best} (best)")
         rows += [dict(r, probe=name, case=label) for label, group in plan.items() for r in results[label]]
