@@ -95,28 +95,11 @@ class Args:
     # on the Ocean suite these break horizon invariance (README, Results)
     horizon: int = 128
     """H, the horizon cap: the value head predicts the reward at each of the next H steps"""
-    puf: float = 0.0
-    """in [0, 1]: how much of the batch's reward precision to subtract from each offset's precision"""
-    weight_norm: Literal["max", "sum"] = "max"
-    """normalise the kept precision weights by their maximum or by their sum"""
-    min_horizon: int = 16
-    """the variable horizon never cuts below this many offsets"""
-    horizon_cut: float = 0.0
-    """cut the horizon at the first offset past --min-horizon whose sigma exceeds this fraction of the reward std;
-    0 (the default): no cut. P3O.md's 0.95 makes P3O myopic: it cuts at 16 wherever the far rewards are noisy
-    (README, Results)"""
-    tail: Literal["bootstrap", "none"] = "bootstrap"
-    """windows that reach the rollout's end: continue them with the value head's predictions at the last state (the
-    default), or stop there. Without it the decisions late in a rollout see little of their reward (Breakout at 200k
-    steps, seed 1: 2.25 against 5.38); without --clock it made H matter on the Ocean suite (README, Results)"""
-    sigma: Literal["effect", "fitted", "learned"] = "learned"
+    sigma: Literal["effect", "learned"] = "learned"
     """each offset's sigma in the advantage: effect (p3o_ocean.py's default) weighs each offset by how much of the action's
     whole effect its residual carries, from an action-conditioned head refitted in closed form to each batch;
     learned (Atari's default) is P3O.md's log_sigma, trained by the value NLL (Adam moves it by about the learning
-    rate per update, too slowly to learn a weight curve within a run); fitted is the RMS residual of the offset over the batch, in
-    closed form every iteration (the value NLL's optimum) (README, Results)"""
-    sigma_floor: float = 0.0
-    """--sigma fitted: no offset's sigma below this fraction of the batch's reward std"""
+    rate per update, too slowly to learn a weight curve within a run) (README, Results)"""
     effect_floor: float = 0.5
     """--sigma effect: no offset's weight below this fraction of the largest (at H = 32; see the next)"""
     scale_effect_floor: Literal["window", "horizon", "none"] = "window"
@@ -129,15 +112,6 @@ class Args:
     """--sigma effect: the weight curve is a running average over batches, this times the previous curve plus 1 -
     this times the batch's own (scaled to a largest weight of 1), so an offset's weight follows the action's effect
     rather than one batch's noise (forage's weights spiked at random offsets once solved); 0: each batch's own"""
-    subtract_later_effects: bool = False
-    """subtract from the rewards ahead of each decision what the decisions after it are predicted to add (the
-    action-conditioned head of --sigma effect), so the advantage no longer carries the later choices' noise; an
-    unbiased control variate, since each later effect has mean zero under the policy that acted. On by default in
-    p3o_ocean.py; off for Atari, where the head finds no effect (about 1000 decisions an action against 512
-    features) and only costs compute (README, Results)"""
-    subtract_earlier_effects: bool = False
-    """subtract, likewise, what the decisions before each one in its episode are predicted to add to the rewards
-    ahead of it (drawn before its action, so also unbiased): what the value head has not yet learned of them"""
     window_loss_coef: float = 0.1
     """beside the NLL, this times the squared error of mu's sum over each decision's window, 0.5 (sum of target -
     mu)^2, per decision like PPO's value loss: the per-offset NLL, averaged over every (decision, offset), gives the
@@ -145,17 +119,11 @@ class Args:
     ~0 without it). Atari's default is 0.1: at 1 the value gradient, summed over H outputs, swamps the policy's
     under the shared gradient clip (Breakout 3.1 against 5.5); at 0 or 0.008 Breakout stays near 2. 0 is P3O.md's
     NLL alone, p3o_ocean.py's default: on the Ocean suite the loss costs delay and forage (README, Results)"""
-    zeros_after_terminal: bool = True
-    """P3O.md cuts each window at its episode's terminal, so mu predicts the rewards of the episodes that go on
-    and an action that ends its episode early loses nothing in its advantage (a survival bias: on Breakout each lost
-    ball ends an episode). By default the window runs on past the terminal to the horizon on the episode's known
-    zeros: unbiased, and with --clock the value head can tell where a time-set end falls (without it, delay's
-    unpredictable end added variance) (README, Results)"""
     clock: bool = False
     """the value head adds c[s, j], a table over the clock s (the env's count of its episode's decisions so far, on
     Atari of the game's: a lost life does not reset it; capped at CLOCK_ROWS - 1) and the offset j, refitted in closed
     form to each batch: where an episode's end is set by a time the observation does not show (delay's), mu can then
-    tell where the episode's zeros begin (--zeros-after-terminal) and the tail bootstrap where the next episode
+    tell where the episode's zeros begin and the tail bootstrap where the next episode
     starts. Cross-validated, so it stays at 0 where the clock predicts nothing. On in p3o_ocean.py; off here until
     it is measured on Atari (README, Results)"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
@@ -271,57 +239,38 @@ def episode_inside(end, horizon):
     return (end.clamp(max=end.shape[0] - 1) - steps[:, None] + 1).clamp(max=horizon)
 
 
-def window_reach(end, horizon, tail=False, zeros_after_terminal=False):
-    """k[t, n]: how many offsets ahead of decision t its window keeps, up to the horizon. Up to and including its
-    terminal; a window the rollout cuts stops at the rollout's end, or with the tail bootstrap runs on to the
-    horizon; with zeros_after_terminal, one whose episode ends runs on to the horizon too. Shapes: end [T, N], from
-    episode_ends. Returns [T, N] int64."""
-    k = episode_inside(end, horizon)
-    if tail:  # a window the rollout cuts runs on over the bootstrap predictions
-        k = torch.where(end < end.shape[0], k, horizon)
-    if zeros_after_terminal:  # and one whose episode ends, over its zeros
-        k = torch.where(end < end.shape[0], horizon, k)
-    return k
+def window_reach(end, horizon):
+    """How many offsets ahead of each decision hold its episode's rewards or, past the rollout's end, the tail's
+    bootstrap (not the zeros after its terminal): up to and including the terminal, else the horizon. Shapes:
+    end [T, N], from episode_ends. Returns [T, N] int64."""
+    return torch.where(end < end.shape[0], episode_inside(end, horizon), horizon)
 
 
-def episode_windows(rewards, terminals, horizon, tail_mu=None, zeros_after_terminal=False):
-    """The rewards ahead of every decision, and how far ahead they belong to its episode.
+def episode_windows(rewards, terminals, horizon, tail_mu=None):
+    """The rewards ahead of every decision, and how far ahead they are known.
 
     targets[t, n, j] is the reward j steps after decision t: rewards[t + j, n] inside the rollout, then the
-    bootstrap predictions tail_mu[n, t + j - T] (zeros without tail_mu). k[t, n] counts the offsets up to and
-    including the first terminal; a window that reaches the rollout's end without one stops there
-    (k = T - t), or with tail_mu runs on to the horizon. Windows never cross envs or episodes. With
-    zeros_after_terminal, a window whose episode ends runs on past the terminal to the horizon (k = H), its
-    targets 0 there, inside the rollout and beyond it: the episode pays nothing after its end (a copy).
+    bootstrap predictions tail_mu[n, t + j - T] (zeros without tail_mu), and 0 after the terminal of t's
+    episode, inside the rollout and beyond it: the episode pays nothing after its end (a copy). k[t, n] counts
+    the offsets whose target is known: the horizon where the episode ends inside the rollout or tail_mu
+    continues it, else up to the rollout's last step (k = T - t, at most H). Windows never cross envs.
+    Shapes: rewards, terminals [T, N]; tail_mu [N, H] or None. Returns targets [T, N, H] and k [T, N] int64.
     """
     T, N = rewards.shape
     beyond = tail_mu[:, : horizon - 1] if tail_mu is not None else rewards.new_zeros(N, horizon - 1)
     # Unfolded along time within each env, so the offsets j of one decision are adjacent in memory.
     targets = torch.cat([rewards.T, beyond], dim=1).unfold(1, horizon, 1).transpose(0, 1)  # [T, N, H], a view
     end = episode_ends(terminals)
-    k = window_reach(end, horizon, tail_mu is not None, zeros_after_terminal)
-    if zeros_after_terminal:  # an ended episode's window runs on over its zeros
-        steps = torch.arange(T, device=rewards.device)
-        after = (steps[:, None, None] + torch.arange(horizon, device=rewards.device) > end[..., None]) & (end < T)[..., None]
-        return targets.masked_fill(after, 0.0), k
-    return targets, k
-
-
-def fitted_sigma(targets, mu, window, sigma, floor=0.0):
-    """sigma[j] in closed form: the RMS residual targets - mu of offset j over the batch's kept (decision, offset)
-    pairs, those with j < window, which is the value NLL's optimum for a sigma shared by all states; at least floor.
-    Offsets no kept pair reaches keep the given sigma. Shapes: targets, mu [T, N, H]; window [T, N]; sigma [H]."""
-    kept = torch.arange(mu.shape[-1], device=mu.device) < window[..., None]
-    residual = torch.where(kept, targets - mu, 0.0)
-    counts = kept.sum((0, 1))
-    rms = (residual.square().sum((0, 1)) / counts.clamp(min=1)).sqrt()
-    return torch.where(counts > 0, rms.clamp(min=floor), sigma)
+    k = torch.where((end < T) | (tail_mu is not None), horizon, episode_inside(end, horizon))
+    steps = torch.arange(T, device=rewards.device)
+    after = (steps[:, None, None] + torch.arange(horizon, device=rewards.device) > end[..., None]) & (end < T)[..., None]
+    return targets.masked_fill(after, 0.0), k
 
 
 def effect_floor_at(floor, scale, horizon, reach, valid):
     """The --effect-floor a batch uses, by --scale-effect-floor. window: floor times sum min(k, 32) / sum k over the
-    batch's decisions, k = reach, how many offsets ahead of each hold its episode's rewards or the tail's bootstrap
-    (window_reach without the zeros after a terminal), so floor times those pairs, the floor's total weight on them,
+    batch's decisions, k = reach (`window_reach`), how many offsets ahead of each hold its episode's rewards or the
+    tail's bootstrap, so floor times those pairs, the floor's total weight on them,
     is what H = 32 would give the same batch; exactly floor where none reaches past 32 offsets. horizon: floor times
     sqrt(32 / H), at most 1. none: floor. Shapes: reach, valid [T, N]. Returns a float, or for window a 0-d tensor
     (no device sync)."""
@@ -402,8 +351,8 @@ def fit_effect_head(hidden, actions, residual, window, num_actions, num_envs):
     The ridge is chosen for each action and offset by two-fold cross-validation among EFFECT_RIDGES (times the
     number of decisions fitted) and q = 0, no effect, on the folds of `env_halves`. Where the features do not predict
     an action's effect at an offset out of sample (Breakout's 512 features against ~250 decisions per action and
-    batch), q stays at or near 0 there instead of fitting the batch's noise, which the subtractions would add to the
-    advantage; where they do (the Ocean envs' rewarded offsets), the ridge stays small. An action nobody took keeps
+    batch), q stays at or near 0 there instead of fitting the batch's noise, which the weights would read as an
+    effect; where they do (the Ocean envs' rewarded offsets), the ridge stays small. An action nobody took keeps
     q = 0. Returns the head's weight [A * H, F] and bias [A * H].
     Shapes: hidden [B, F], its rows time-major ([T, N] flattened); actions, window [B]; residual [B, H]."""
     B, H = residual.shape
@@ -470,95 +419,23 @@ def fit_clock_table(clocks, residual, window, num_envs):
     return ((sums[0] + sums[1]) / (counts[0] + counts[1] + prior)).float()
 
 
-def arriving_effects(q, probs, actions, valid):
-    """What each step's reward is predicted to get from the decisions up to it, as the action-conditioned head
-    sees them. The effect of decision s at offset m is q[s, a_s, m] less its policy-weighted mean over the actions
-    (0 on autoreset steps, not decisions); under the policy that acted it has mean zero whatever q predicts, so
-    subtracting other decisions' effects from the rewards ahead of a decision leaves its advantage unbiased and
-    takes out their noise as far as q knows it. Returns arriving[u, n, d] = sum over s = u - d .. u of
-    effect[s, n, u - s], the running sum over the decisions back from step u, for `later_effects` and
-    `earlier_effects`. Shapes: q [T, N, A, H]; probs [T, N, A]; actions, valid [T, N]. Returns [T, N, H]."""
-    T, N, A, H = q.shape
-    taken = q.gather(2, actions[:, :, None, None].expand(T, N, 1, H)).squeeze(2)
-    effect = (taken - torch.einsum("tnah,tna->tnh", q, probs)) * valid[..., None]
-    arriving = torch.zeros_like(effect)
-    for d in range(min(H, T)):
-        arriving[d:, :, d] = effect[: T - d, :, d]  # decision u - d's effect on the reward of step u
-    return arriving.cumsum(2)
-
-
-def later_effects(arriving, terminals=None):
-    """--subtract-later-effects: what the later decisions of t's episode are predicted to add to the reward j steps
-    after t, which also answers to them: later[t, n, j] = sum over s = t + 1 .. min(t + j, end) of
-    effect[s, n, t + j - s], end the last step of t's episode (`episode_ends` of `terminals`); 0 at j = 0 and past
-    the rollout. Past the end (--zeros-after-terminal) t's targets are the episode's zeros, which its own decisions
-    can have moved and the next episode's cannot. Without `terminals` the sum runs to t + j: right inside windows
-    cut at the terminal, the only entries those read, and a third of the cost (a gather per offset less).
-    Shapes: arriving [T, N, H] (`arriving_effects`); terminals [T, N] or None. Returns [T, N, H]."""
-    T, N, H = arriving.shape
-    steps = torch.arange(T, device=arriving.device)
-    end = episode_ends(terminals) if terminals is not None else None
-    later = torch.zeros_like(arriving)
-    for j in range(1, min(H, T)):
-        later[: T - j, :, j] = arriving[j:, :, j - 1]  # decisions t + 1 .. t + j
-        if end is not None:  # less the next episode's, the latest `spill` of them: arriving[t + j, spill - 1]
-            spill = (steps[: T - j, None] + j - end[: T - j]).clamp(min=0)
-            next_episode = arriving[j:].gather(2, (spill - 1).clamp(min=0)[..., None]).squeeze(2)
-            later[: T - j, :, j] -= torch.where(spill > 0, next_episode, 0.0)
-    return later
-
-
-def earlier_effects(arriving, terminals):
-    """--subtract-earlier-effects: what the decisions before t in its episode are predicted to add to the reward
-    j steps after t. They were drawn before t's action, so this is a baseline of the history alone and t's
-    advantage stays unbiased; it takes out what the value head, which sees only t's state, has not yet learned of
-    them. earlier[t, n, j] = sum over s from t's episode start (or the rollout's) to t - 1, with t + j - s < H, of
-    effect[s, n, t + j - s]; 0 past the rollout. Shapes: arriving [T, N, H] (`arriving_effects`); terminals [T, N].
-    Returns [T, N, H]."""
-    T, N, H = arriving.shape
-    steps = torch.arange(T, device=arriving.device)
-    # since[t, n]: how many steps of t's episode precede t (one past the last terminal before t starts it).
-    ended = torch.where(terminals != 0, steps[:, None], -1)
-    since = steps[:, None] - torch.cat([torch.zeros_like(ended[:1]), ended[:-1].cummax(0).values + 1])
-    earlier = torch.zeros_like(arriving)
-    for j in range(min(H, T)):
-        reach = (since[: T - j] + j).clamp(max=H - 1)  # back to t's episode start, or as far as the head reaches
-        earlier[: T - j, :, j] = arriving[j:].gather(2, reach[..., None]).squeeze(2) - arriving[j:, :, j]  # decisions t - 1 ..
-    return earlier
-
-
 def uses_effect_head(args):
-    """Whether a run needs the action-conditioned head: for --sigma effect or for either subtraction."""
-    return args.sigma == "effect" or args.subtract_later_effects or args.subtract_earlier_effects
+    """Whether a run needs the action-conditioned head: for --sigma effect."""
+    return args.sigma == "effect"
 
 
-def variable_horizon(sigma, sigma_r, min_horizon=16, cut=0.95):
-    """h: the first offset j >= min_horizon whose sigma exceeds cut * sigma_r (no better than the rewards'
-    own spread), or H if there is none or cut <= 0. A tensor, so no device sync."""
-    H = sigma.numel()
-    if cut <= 0:
-        return torch.tensor(H, device=sigma.device)
-    sigma_r = torch.as_tensor(sigma_r, dtype=torch.float32, device=sigma.device)
-    beyond = (torch.arange(H, device=sigma.device) >= min_horizon) & (sigma.clamp(MIN_SIGMA, MAX_SIGMA) > cut * sigma_r)
-    return torch.where(beyond.any(), beyond.int().argmax(), H)
-
-
-def precision(sigma, sigma_r, puf=0.0):
-    """omega[j] = max(0, 1 / sigma[j]^2 - puf / sigma_r^2), sigma clamped to [e^-10, e^10]."""
+def precision(sigma):
+    """omega[j] = 1 / sigma[j]^2, sigma clamped to [e^-10, e^10]."""
     sigma = sigma.clamp(MIN_SIGMA, MAX_SIGMA)
-    omega = 1.0 / (sigma * sigma)
-    if puf > 0 and sigma_r > 0:
-        omega = omega - puf / (sigma_r * sigma_r)
-    return omega.clamp(min=0)
+    return 1.0 / (sigma * sigma)
 
 
-def log_weight_curve(writer, sigma, sigma_r, puf, horizon, global_step):
+def log_weight_curve(writer, sigma, global_step):
     """The learned discount curve as a TensorBoard histogram over offsets: bucket j holds w[j], the weight the
-    advantage gives the reward j steps ahead (omega over its max, 0 from the variable horizon h on), so the
-    histogram view shows the curve and the horizon change over training."""
-    weights = precision(sigma.detach().double().cpu(), float(sigma_r), puf)
-    weights[horizon:] = 0
-    weights = weights / weights.max() if weights.max() > 0 else weights
+    advantage gives the reward j steps ahead (omega over its max), so the histogram view shows the curve change
+    over training."""
+    weights = precision(sigma.detach().double().cpu())
+    weights = weights / weights.max()
     offsets = torch.arange(len(weights), dtype=torch.float64)
     writer.add_histogram_raw(
         "charts/weight_curve", min=0.0, max=float(len(weights)), num=float(weights.sum()), sum=float((offsets * weights).sum()),
@@ -566,26 +443,18 @@ def log_weight_curve(writer, sigma, sigma_r, puf, horizon, global_step):
     )
 
 
-def p3o_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="max", min_horizon=16, cut=0.95, tail_mu=None, zeros_after_terminal=False):
-    """A[t, n] = sum_{j < L} w[j] * (rewards[t + j, n] - mu[t, n, j]), the P3O advantage.
+def p3o_advantage(rewards, terminals, mu, sigma, tail_mu):
+    """A[t, n] = sum_{j < H} w[j] * (target[t, n, j] - mu[t, n, j]), the P3O advantage.
 
-    omega[j] = max(0, 1 / sigma[j]^2 - puf / sigma_r^2) is the precision of the prediction j steps ahead,
-    less `puf` of the batch rewards' own precision. The kept offsets are j < L = min(k, h): k from
-    `episode_windows` (the episode and the rollout, or the horizon with the tail bootstrap; with
-    zeros_after_terminal, an ended episode's zeros out to the horizon), h from
-    `variable_horizon`. w = omega / Z with Z the max (`weight_norm="max"`) or the sum (`"sum"`) of the kept
-    omega; A = 0 when Z = 0. sigma is clamped to [e^-10, e^10], the range training keeps it in, so
-    sigma = 0 and sigma_r = 0 give finite results. Shapes: rewards, terminals [T, N]; mu [T, N, H];
-    sigma [H]; tail_mu [N, H] or None. Returns advantages [T, N] float32 and window = L [T, N] int64.
+    The targets are `episode_windows`': the rewards ahead, 0 after the episode's terminal, the bootstrap
+    predictions tail_mu past the rollout's end. w = omega / max(omega), omega[j] = 1 / sigma[j]^2 the precision
+    of the prediction j steps ahead; sigma is clamped to [e^-10, e^10], the range training keeps it in, so
+    sigma = 0 gives finite results. Shapes: rewards, terminals [T, N]; mu [T, N, H]; sigma [H]; tail_mu [N, H].
+    Returns advantages [T, N] float32.
     """
-    H = mu.shape[-1]
-    sigma = sigma.clamp(MIN_SIGMA, MAX_SIGMA)
-    sigma_r = torch.as_tensor(sigma_r, dtype=torch.float32, device=mu.device)
-    omega = precision(sigma, sigma_r, puf)
-    targets, k = episode_windows(rewards, terminals, H, tail_mu, zeros_after_terminal)
-    window = torch.minimum(k, variable_horizon(sigma, sigma_r, min_horizon, cut))
-    offsets = torch.arange(H, device=mu.device)
-    T, N = window.shape
+    T, N, H = mu.shape
+    omega = precision(sigma)
+    targets, _ = episode_windows(rewards, terminals, H, tail_mu)
     total = torch.empty(T, N, device=mu.device)
     # Blocks of envs, through one buffer, keep the temporaries at a few MB: on the CPU every fresh page of a
     # large temporary costs a fault.
@@ -594,13 +463,8 @@ def p3o_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="
     for n in range(0, N, block):
         width = min(block, N - n)
         r = torch.sub(targets[:, n : n + width], mu[:, n : n + width], out=residual[:, :width])
-        r.masked_fill_(offsets >= window[:, n : n + width, None], 0.0)
         total[:, n : n + width] = torch.mv(r.reshape(-1, H), omega).view(T, width)
-    # Z over a prefix of offsets: the running max or sum of omega, read at the window's last offset.
-    running = omega.cummax(0).values if weight_norm == "max" else omega.cumsum(0)
-    norm = torch.where(window > 0, running[(window - 1).clamp(min=0)], 0.0)
-    advantages = torch.where(norm > 0, total / norm.clamp(min=torch.finfo(norm.dtype).tiny), 0.0)
-    return advantages, window
+    return total / omega.max()
 
 
 def load_cuda_advantage():
@@ -612,22 +476,17 @@ def load_cuda_advantage():
     kernel = cupy.RawKernel(source, "p3o_advantage")
     kernel.compile()  # at start-up, so a broken kernel fails here and not mid-run
 
-    def cuda_advantage(rewards, terminals, mu, sigma, sigma_r, puf=0.0, weight_norm="max", min_horizon=16, cut=0.95, tail_mu=None, zeros_after_terminal=False):
+    def cuda_advantage(rewards, terminals, mu, sigma, tail_mu):
         T, N, H = mu.shape
-        tensors = [x.detach().float().contiguous() for x in (rewards, terminals, mu, sigma)]
-        tail = tail_mu.detach().float().contiguous() if tail_mu is not None else None
+        tensors = [x.detach().float().contiguous() for x in (rewards, terminals, mu, sigma, tail_mu)]
         advantages = torch.empty(T, N, device=mu.device)
-        window = torch.empty(T, N, dtype=torch.int64, device=mu.device)
-        arrays = [cupy.from_dlpack(x) for x in tensors + [advantages, window]]
-        tail_arg = cupy.from_dlpack(tail) if tail is not None else np.uint64(0)  # a null pointer
         threads = 256
         with cupy.cuda.ExternalStream(torch.cuda.current_stream(mu.device).cuda_stream):
             kernel(
                 ((T * N + threads - 1) // threads,), (threads,),
-                (*arrays[:4], tail_arg, np.float32(sigma_r), np.float32(puf), np.int32(weight_norm == "sum"),
-                 np.int32(min_horizon), np.float32(cut), np.int32(zeros_after_terminal), np.int32(T), np.int32(N), np.int32(H), *arrays[4:]),
+                (*[cupy.from_dlpack(x) for x in tensors], np.int32(T), np.int32(N), np.int32(H), cupy.from_dlpack(advantages)),
             )
-        return advantages, window
+        return advantages
 
     return cuda_advantage
 
@@ -683,11 +542,11 @@ class Agent(nn.Module):
         # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
         self.critic = layer_init(nn.Linear(width, args.horizon), std=0)
         self.log_sigma = nn.Parameter(torch.zeros(args.horizon))
-        # --sigma effect and both subtractions: q[a, j] predicts how far the reward j steps ahead of action a
+        # --sigma effect: q[a, j] predicts how far the reward j steps ahead of action a
         # lands from mu[j] (the taken action's part of the value residual), read off the trunk's features without
         # training them, so the head measures the action's effect and changes nothing else. No optimizer moves
         # it: every iteration fit_effect_head refits it in closed form to the batch just used, for the next one
-        # (Adam's steps jittered its A x H outputs, noise the subtraction summed back in). An action the policy
+        # (Adam's steps jittered its A x H outputs). An action the policy
         # has stopped taking keeps q near 0, no effect.
         self.num_actions, self.horizon = num_actions, args.horizon
         self.effect = layer_init(nn.Linear(width, num_actions * args.horizon), std=0) if uses_effect_head(args) else None
@@ -871,12 +730,6 @@ def check_args(args):
     # P3O: its own flags
     if args.horizon < 1:
         errors.append(f"--horizon must be >= 1, got {args.horizon}")
-    if not 0.0 <= args.puf <= 1.0:
-        errors.append(f"--puf must be in [0, 1], got {args.puf}")
-    if args.min_horizon < 0:
-        errors.append(f"--min-horizon must be >= 0, got {args.min_horizon}")
-    if not args.sigma_floor >= 0:
-        errors.append(f"--sigma-floor must be >= 0, got {args.sigma_floor}")
     if not 0.0 <= args.effect_floor <= 1.0:
         errors.append(f"--effect-floor must be in [0, 1], got {args.effect_floor}")
     if args.scale_effect_floor not in ("window", "horizon", "none"):
@@ -1015,10 +868,9 @@ def train(args, checkpoint=None):
         # P3O: the advantage, with no gamma and no lambda
         with torch.no_grad():
             real = valid.bool()
-            sigma_r = float(torch.nan_to_num(rewards[real].std(correction=0)))
             # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail), and the
-            # episode's zeros after its end (--zeros-after-terminal).
-            value_targets, value_window = episode_windows(rewards, terminals, args.horizon, zeros_after_terminal=args.zeros_after_terminal)
+            # episode's zeros after its end.
+            value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
             value_window = value_window * real
             # Of those, the pairs inside the episode: up to its terminal, or up to the rollout's end where it has none.
             ends = episode_ends(terminals)
@@ -1026,25 +878,15 @@ def train(args, checkpoint=None):
             sigma = agent.log_sigma.clamp(-10, 10).exp()
             # --effect-memory: the running weight curve, a copy until the update has gone through (a crash keeps the last good one)
             weight_curve = agent.weight_curve.clone() if args.sigma == "effect" and args.effect_memory > 0 else None
-            baseline = mus  # what the advantage subtracts from each reward ahead
-            if agent.effect is not None:  # the action-conditioned head on the rollout's features
+            if args.sigma == "effect":  # the action-conditioned head on the rollout's features
                 hidden = hiddens.view(args.batch_size, -1)
                 probs, q = agent.get_action_effects(hidden)
                 probs, q = probs.view(args.num_steps, args.num_envs, -1), q.view(args.num_steps, args.num_envs, -1, args.horizon)
-            if args.subtract_later_effects or args.subtract_earlier_effects:
-                arriving = arriving_effects(q, probs, actions, valid)
-                if args.subtract_later_effects:
-                    baseline = baseline + later_effects(arriving, terminals if args.zeros_after_terminal else None)
-                if args.subtract_earlier_effects:
-                    baseline = baseline + earlier_effects(arriving, terminals)
-            if args.sigma == "fitted":
-                sigma = fitted_sigma(value_targets, mus, value_window, sigma, args.sigma_floor * sigma_r)
-            elif args.sigma == "effect":
-                reach = window_reach(ends, args.horizon, args.tail == "bootstrap")  # not the known zeros
+                reach = window_reach(ends, args.horizon)
                 floor = effect_floor_at(args.effect_floor, args.scale_effect_floor, args.horizon, reach, valid)
-                sigma = effect_sigma(value_targets, baseline, probs, q, value_window, floor, weight_curve, args.effect_memory)
-            tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device)) if args.tail == "bootstrap" else None
-            advantages, window = advantage_fn(rewards, terminals, baseline, sigma, sigma_r, args.puf, args.weight_norm, args.min_horizon, args.horizon_cut, tail_mu, args.zeros_after_terminal)
+                sigma = effect_sigma(value_targets, mus, probs, q, value_window, floor, weight_curve, args.effect_memory)
+            tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device))
+            advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu)
             advantages *= valid  # autoreset steps are not decisions
         # end P3O
         bad = first_nonfinite(rewards=rewards, advantages=advantages)
@@ -1159,7 +1001,6 @@ def train(args, checkpoint=None):
             kept = offsets < window_read[..., None]
             explained_var = explained_variance(targets_read, residuals_read, kept)
             window_explained_var = explained_variance(torch.where(kept, targets_read, 0.0).sum(-1), torch.where(kept, residuals_read, 0.0).sum(-1), window_read > 0)
-            horizon = int(variable_horizon(sigma, sigma_r, args.min_horizon, args.horizon_cut))
             # end P3O
             ended = episode_lengths > 0
             finished = list(zip(episode_returns[ended].tolist(), episode_lengths[ended].tolist(), episode_scores[ended].tolist()))
@@ -1183,20 +1024,17 @@ def train(args, checkpoint=None):
         writer.add_scalar("losses/grad_norm", torch.stack(grad_norms).mean().item(), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
-        # P3O: the horizon the weights chose, how well mu's window sums are predicted, the value NLL, the spread of
-        # the batch's rewards, the advantage's size, and the learned weight curve (the precision 1/sigma^2 is exp(-2 log_sigma))
-        writer.add_scalar("charts/horizon", horizon, global_step)
+        # P3O: how well mu's window sums are predicted, the value NLL, the advantage's size, and the weight curve
+        # (the precision 1/sigma^2 of the learned sigma is exp(-2 log_sigma))
         writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
         writer.add_scalar("losses/value_nll", value_nll.item(), global_step)
         writer.add_scalar("losses/window_loss", window_loss.item(), global_step)
-        writer.add_scalar("charts/sigma_r", sigma_r, global_step)
-        writer.add_scalar("charts/window_mean", window[real].float().mean().item(), global_step)
         writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
         writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
         if args.sigma == "effect":
             writer.add_scalar("charts/effect_floor", float(floor), global_step)
         writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
-        log_weight_curve(writer, sigma, sigma_r, args.puf, horizon, global_step)
+        log_weight_curve(writer, sigma, global_step)
         # end P3O
         for phase, seconds in timer.totals.items():
             writer.add_scalar(f"perf/{phase}_fraction", seconds / max(timer.total, 1e-9), global_step)

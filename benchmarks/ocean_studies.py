@@ -3,7 +3,7 @@
     python benchmarks/ocean_studies.py horizon      # p3o_ocean.py at H = 16, 32, 64, 128, 256 on every env
     python benchmarks/ocean_studies.py versus       # P3O (default H) against PPO at gamma 0.99 and at the best gamma of a sweep
     python benchmarks/ocean_studies.py delay        # the delay env at D = 1, 8, 32, 64, 100: each algorithm's score against D
-    python benchmarks/ocean_studies.py ablations    # weight norm max/sum, puf 0/0.5, horizon cut on/off, tail bootstrap on/off, window cut/zeros after the terminal, clock on/off, sigma effect/learned, the previous defaults
+    python benchmarks/ocean_studies.py ablations    # clock on/off, sigma effect/learned, the weight memory, the floor's scaling, the previous defaults
     python benchmarks/ocean_studies.py throughput   # SPS and the advantage's share of an iteration, P3O against GAE (alone)
     python benchmarks/ocean_studies.py probes       # P3O at H = 32 and 128 and PPO's gamma sweep on the horizon probes (PROBES), 95% CIs
     python benchmarks/ocean_studies.py probe-ablations  # each component of the default removed, and the smallest P3O, on the probes
@@ -47,33 +47,27 @@ ENVS = list(p3o_ocean.OCEAN_ENVS)
 # five studies fit one working session with two workers.
 BUDGETS = {"bandit": 393_216, "password": 262_144, "stochastic": 262_144, "squared": 524_288, "delay": 786_432, "forage": 655_360, "mixed": 655_360}
 HORIZONS = [16, 32, 64, 128, 256]
-# Earlier defaults, each run with today's value loss and clip (the gradient clip leaves log_sigma out). SQRT_FLOOR,
-# the previous default (until 2026-11-24): the effect floor times sqrt(32 / H) rather than by the share of the
-# windows within 32 offsets. PER_BATCH, the one before (until the evening of 2026-11-23): each batch's own weight
-# curve, the floor 0.5 at every H. CUT_WINDOW, the one before that (until 2026-11-23): that, with P3O.md's windows, cut
-# at the terminal and at the rollout's end, and no clock. P3O_MD, P3O.md's advantage (until 2026-11-22): the cut
-# window with the learned sigma and no subtraction.
+# Earlier defaults that today's script can still run, each with today's value loss and clip. SQRT_FLOOR (until
+# 2026-11-24): the effect floor times sqrt(32 / H) rather than by the share of the windows within 32 offsets.
+# PER_BATCH, the one before (until the evening of 2026-11-23): each batch's own weight curve, the floor 0.5 at every
+# H. The defaults before those (P3O.md's advantage, the window cut at the terminal, the effect subtractions) left
+# the scripts; docs/ablations.md names the commit that runs them.
 SQRT_FLOOR = {"scale_effect_floor": "horizon"}
 PER_BATCH = {"effect_memory": 0.0, "scale_effect_floor": "none"}
-CUT_WINDOW = dict(PER_BATCH, zeros_after_terminal=False, tail="none", clock=False)
-P3O_MD = dict(CUT_WINDOW, sigma="learned", subtract_later_effects=False, subtract_earlier_effects=False)
 # Earlier defaults beside today's, at H = 32 and 128, on the envs where each made H matter. The full before/after
-# across the changes of default is in the README, from this study's CSV at the commits named there.
+# across the changes of default is in the research log, from this study's CSV at the commits named there.
 BEFORE = [
-    ("P3O.md's advantage", P3O_MD, ["delay", "forage"]),
     ("each batch's weights, the floor 0.5 at every H", PER_BATCH, ["delay", "forage"]),
     ("the floor times sqrt(32 / H) (the previous default)", SQRT_FLOOR, ["mixed", "delay", "forage"]),
 ]
 GAMMAS = [0.9, 0.99, 0.999]  # the PPO sweep; 0.99 is the untuned baseline
 DELAYS = [1, 8, 32, 64, 100]
 DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizon end
-# Each a choice that is not the default, with its label in the tables: the four P3O.md leaves open, the two window
-# fixes, the clock, the learned sigma, the weight curve's memory and the floor's scaling, and the previous default.
-# The subtractions, the fitted sigma and the window loss were measured at the cut window's default (README,
-# results/ocean_ablations_cut_window.csv).
+# Each a choice that is not the default, with its label in the tables: the clock, the learned sigma, the weight
+# curve's memory and the floor's scaling, and earlier defaults. The choices that left the scripts are in
+# docs/ablations.md with the commit that runs them.
 ABLATIONS = [
-    ("weight norm sum", {"weight_norm": "sum"}), ("puf 0.5", {"puf": 0.5}), ("cut 0.95", {"horizon_cut": 0.95}), ("no tail bootstrap", {"tail": "none"}),
-    ("window cut at the terminal", {"zeros_after_terminal": False}), ("no clock", {"clock": False}), ("sigma learned", {"sigma": "learned"}),
+    ("no clock", {"clock": False}), ("sigma learned", {"sigma": "learned"}),
     ("each batch's own weights", {"effect_memory": 0.0}), ("floor 0.5 at every H", {"scale_effect_floor": "none"}),
     ("floor x sqrt(32 / H), the previous default", SQRT_FLOOR), ("memory 0, floor 0.5, an earlier default", PER_BATCH),
 ]
@@ -93,15 +87,13 @@ PROBES = {
 }
 PROBE_HORIZONS = [32, 128]
 # The ablation on the probes, both ways: each component of today's default removed alone, and the smallest P3O (the
-# windows past the terminal and the tail bootstrap, with the learned or the closed-form sigma) with nothing else.
-SMALLEST = {"sigma": "learned", "subtract_later_effects": False, "subtract_earlier_effects": False, "clock": False}
+# windows past the terminal and the tail bootstrap, with the learned sigma) with nothing else. The rows of the
+# components that left the scripts are in docs/ablations.md with the commit that runs them.
+SMALLEST = {"sigma": "learned", "clock": False}
 PROBE_ABLATIONS = [
-    ("default", {}), ("sigma learned", {"sigma": "learned"}), ("sigma fitted", {"sigma": "fitted"}),
-    ("no later-effect subtraction", {"subtract_later_effects": False}), ("no earlier-effect subtraction", {"subtract_earlier_effects": False}),
-    ("no effect subtractions", {"subtract_later_effects": False, "subtract_earlier_effects": False}),
-    ("no clock", {"clock": False}), ("no weight memory", {"effect_memory": 0.0}), ("floor not scaled", {"scale_effect_floor": "none"}),
-    ("no tail bootstrap", {"tail": "none"}), ("window cut at the terminal", {"zeros_after_terminal": False}),
-    ("smallest, sigma learned", SMALLEST), ("smallest, sigma fitted", dict(SMALLEST, sigma="fitted")),
+    ("default", {}), ("sigma learned", {"sigma": "learned"}), ("no clock", {"clock": False}), ("no weight memory", {"effect_memory": 0.0}),
+    ("floor not scaled", {"scale_effect_floor": "none"}), ("window loss 0.1", {"window_loss_coef": 0.1}),
+    ("no clock, window loss 0.1", {"clock": False, "window_loss_coef": 0.1}), ("smallest, sigma learned", SMALLEST),
 ]
 TAG = ""  # --tag: appended to the CSV and PNG names, so a run with other seeds or horizons keeps the main files
 
@@ -175,8 +167,7 @@ def execute(run):
         row = dict(run, SPS=result["SPS"], seconds=round(seconds, 1), curve=curve)
         phases = result["phases"]
         row["advantage_fraction"] = round(phases.get("advantage", 0.0) / sum(phases.values()), 4)
-        if "charts/horizon" in tags["scalars"]:  # P3O: what the weights learned, for the notes
-            row["horizon"] = events.Scalars("charts/horizon")[-1].value
+        if "charts/weight_curve" in tags["histograms"]:  # P3O: what the weights learned, for the notes
             row["weights"] = [round(w, 4) for w in events.Histograms("charts/weight_curve")[-1].histogram_value.bucket]
     solved = p3o_ocean.OCEAN_ENVS[run["env"]].solved_score
     row["score"] = final_score(curve)
@@ -522,10 +513,10 @@ def ablation_study(opts):
 
 def throughput_study(opts):
     """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, and at H = 128 with
-    an earlier default (each batch's own weight curve, the floor 0.5 at every H) and with P3O.md's advantage (learned sigma, no effect head), on
+    an earlier default (each batch's own weight curve, the floor 0.5 at every H) and with the learned sigma (no effect head), on
     squared and delay, one process at a time and alternating, so the ratios are taken side by side (run it alone)."""
     configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}),
-               ("H=128 earlier", "p3o", dict(PER_BATCH, horizon=128)), ("H=128 P3O.md", "p3o", dict(P3O_MD, horizon=128))]
+               ("H=128 earlier", "p3o", dict(PER_BATCH, horizon=128)), ("H=128 learned", "p3o", dict(SMALLEST, horizon=128))]
     rows = []
     for repeat in range(opts.repeats):
         for env in ("squared", "delay"):

@@ -56,7 +56,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
     # The blocks are P3O's three changes (value head, value loss, advantage) and their flags, not the file.
     p3o_text = "\n".join("\n".join(block) for block in blocks_p3o)
     ppo_text = "\n".join("\n".join(block) for block in blocks_ppo)
-    for piece in ("self.log_sigma = nn.Parameter", "def p3o_advantage", "advantage_fn(", "log_sigma * counts", "horizon: int", "puf: float", "weight_norm:", "tail:", 'clip_grad_norm_([p for name, p in agent.named_parameters() if name != "log_sigma"]'):
+    for piece in ("self.log_sigma = nn.Parameter", "def p3o_advantage", "advantage_fn(", "log_sigma * counts", "horizon: int", "sigma: Literal", 'clip_grad_norm_([p for name, p in agent.named_parameters() if name != "log_sigma"]'):
         assert piece in p3o_text, piece
     for piece in ("def gae(", "gamma: float", "gae_lambda: float", "clip_vloss", "v_loss_clipped", "clip_grad_norm_(agent.parameters()"):
         assert piece in ppo_text, piece
@@ -71,7 +71,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_inside", "window_reach", "episode_windows", "variable_horizon", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "fitted_sigma", "effect_floor_at", "effect_sigma", "EFFECT_RIDGES", "gram_eigh", "ridge_path", "fit_effect_head", "arriving_effects", "later_effects", "earlier_effects", "uses_effect_head", "CHECKPOINT_KEYS", "CLOCK_ROWS", "fit_clock_table"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_inside", "window_reach", "episode_windows", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "effect_floor_at", "effect_sigma", "EFFECT_RIDGES", "gram_eigh", "ridge_path", "fit_effect_head", "uses_effect_head", "CHECKPOINT_KEYS", "CLOCK_ROWS", "fit_clock_table"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":
@@ -89,22 +89,22 @@ def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
 
 
 def test_weight_curve_histogram_is_the_normalised_precision(tmp_path):
-    """Bucket j of `charts/weight_curve` holds omega[j] / max(omega), 0 from the horizon on, puf subtracted."""
+    """Bucket j of `charts/weight_curve` holds omega[j] / max(omega)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from torch.utils.tensorboard import SummaryWriter
 
     writer = SummaryWriter(tmp_path)
     sigma = torch.tensor([0.5, 1.0, 2.0, 0.25, 1.0])  # omega = 4, 1, 0.25, 16, 1
-    p3o_atari.log_weight_curve(writer, sigma, 1.0, 0.0, 4, global_step=7)
-    p3o_atari.log_weight_curve(writer, sigma, 1.0, 0.5, 5, global_step=8)  # omega - 0.5, clamped at 0
+    p3o_atari.log_weight_curve(writer, sigma, global_step=7)
+    p3o_atari.log_weight_curve(writer, sigma * 2, global_step=8)  # the same curve: only the ratios count
     writer.close()
     events = EventAccumulator(str(tmp_path), size_guidance={"histograms": 0})
     events.Reload()
     first, second = events.Histograms("charts/weight_curve")
     assert (first.step, second.step) == (7, 8)
     assert first.histogram_value.bucket_limit == [1, 2, 3, 4, 5]
-    assert np.allclose(first.histogram_value.bucket, [0.25, 0.0625, 0.015625, 1.0, 0.0])
-    assert np.allclose(second.histogram_value.bucket, np.array([3.5, 0.5, 0.0, 15.5, 0.5]) / 15.5)
+    assert np.allclose(first.histogram_value.bucket, [0.25, 0.0625, 0.015625, 1.0, 0.0625])
+    assert np.allclose(second.histogram_value.bucket, first.histogram_value.bucket)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -211,9 +211,9 @@ def test_ocean_options_and_scores(script, tmp_path, monkeypatch):
 
 
 def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
-    """--sigma effect and --subtract-later-effects in p3o_atari.py: the action-conditioned head reads the Nature
-    CNN's features of stacked uint8 frames (zero at the start, so equal weights and nothing subtracted; no
-    optimizer moves it), and a run refits it after each iteration and subtracts the later effects it found."""
+    """--sigma effect in p3o_atari.py: the action-conditioned head reads the Nature CNN's features of stacked uint8
+    frames (zero at the start, so equal weights; no optimizer moves it), and a run refits it after each iteration
+    and weighs the offsets by the effects it found."""
     agent = p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="effect"))
     frames = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
     hidden = agent.get_features(frames)
@@ -227,22 +227,22 @@ def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
         torch.testing.assert_close(got, want)
     assert not any(p.requires_grad for p in agent.effect.parameters())
     torch.testing.assert_close(probs.sum(-1), torch.ones(3))
-    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="effect", subtract_later_effects=True, subtract_earlier_effects=True)).effect is not None  # p3o_ocean.py's defaults build the head
-    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8)).effect is None  # Atari's (P3O.md's sigma, no subtractions) do not
-    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="learned", subtract_later_effects=False, subtract_earlier_effects=True)).effect is not None
+    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="effect")).effect is not None  # p3o_ocean.py's default builds the head
+    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="learned")).effect is None
     monkeypatch.chdir(tmp_path)
-    subtracted = []
-    original = p3o_atari.later_effects
+    fitted = []
+    original = p3o_atari.effect_sigma
 
     def spy(*args):
-        subtracted.append(original(*args))
-        return subtracted[-1]
+        fitted.append(original(*args))
+        return fitted[-1]
 
-    monkeypatch.setattr(p3o_atari, "later_effects", spy)
-    args = p3o_atari.Args(env_id="ocean/delay", delay=2, horizon=8, sigma="effect", subtract_later_effects=True, num_envs=16, num_steps=66, num_minibatches=2, update_epochs=1, total_timesteps=16 * 66 * 2, progress=False)
+    monkeypatch.setattr(p3o_atari, "effect_sigma", spy)
+    args = p3o_atari.Args(env_id="ocean/delay", delay=2, horizon=8, sigma="effect", num_envs=16, num_steps=66, num_minibatches=2, update_epochs=1, total_timesteps=16 * 66 * 2, progress=False)
     result = p3o_atari.train(args)
     assert 0.0 <= result["score"] <= 1.0, result
-    assert len(subtracted) == 2 and not subtracted[0].any() and subtracted[1].any()  # once per iteration
+    # once per iteration: equal weights from the untrained head, then a curve once it has been fitted
+    assert len(fitted) == 2 and (fitted[0] == fitted[0][0]).all() and not (fitted[1] == fitted[1][0]).all()
 
 
 def test_atari_defaults_differ_from_the_ocean_ones_in_the_documented_flags():
@@ -251,17 +251,15 @@ def test_atari_defaults_differ_from_the_ocean_ones_in_the_documented_flags():
     windows past the terminal and bootstrap the rollout's end."""
     atari, ocean = asdict(p3o_atari.Args()), asdict(p3o_ocean.Args())
     differ = {name for name in atari.keys() & ocean.keys() if atari[name] != ocean[name]}
-    assert differ - {"exp_name", "env_id", "total_timesteps", "learning_rate", "num_envs", "update_epochs"} == {"sigma", "subtract_later_effects", "subtract_earlier_effects", "window_loss_coef", "clock"}
+    assert differ - {"exp_name", "env_id", "total_timesteps", "learning_rate", "num_envs", "update_epochs"} == {"sigma", "window_loss_coef", "clock"}
     assert (atari["sigma"], atari["window_loss_coef"], atari["clock"]) == ("learned", 0.1, False)
-    assert not atari["subtract_later_effects"] and not atari["subtract_earlier_effects"]
-    assert (ocean["tail"], ocean["zeros_after_terminal"], ocean["clock"]) == (atari["tail"], atari["zeros_after_terminal"], True) == ("bootstrap", True, True)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Smoke runs, CleanRL style: the scripts as a user runs them, on Atari through EnvPool, on the CPU
 # ---------------------------------------------------------------------------------------------------------
 TAGS = {"charts/episodic_return", "charts/score", "charts/avg_episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate", "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/grad_norm", "losses/explained_variance", "perf/rollout_fraction", "perf/advantage_fraction", "perf/update_fraction"}
-P3O_TAGS = {"charts/horizon", "losses/value_nll", "losses/window_loss", "charts/sigma_r", "charts/advantage_mean"}
+P3O_TAGS = {"losses/value_nll", "losses/window_loss", "losses/window_explained_variance", "charts/advantage_mean"}
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -285,7 +283,6 @@ def test_smoke_run_on_breakout(script, tmp_path):
     assert [e.step for e in events.Scalars("charts/SPS")] == [256, 512, 768, 1024]
     if script == "p3o_atari.py":
         assert {"charts/log_sigma", "charts/weight_curve"} <= set(events.Tags()["histograms"])
-        assert 16 <= events.Scalars("charts/horizon")[-1].value <= 32
 
     # The checkpoint carries the args needed to rebuild the agent, and loads into it.
     checkpoint = torch.load(run_dir / f"{script[:-3]}.cleanrl_model")
@@ -321,9 +318,6 @@ SHARED_BAD_FLAGS = [
 ]
 OWN_BAD_FLAGS = [
     ("p3o_atari.py", dict(horizon=0), "--horizon must be >= 1"),
-    ("p3o_atari.py", dict(puf=2.0), "--puf must be in [0, 1]"),
-    ("p3o_atari.py", dict(min_horizon=-1), "--min-horizon must be >= 0"),
-    ("p3o_atari.py", dict(sigma_floor=-1.0), "--sigma-floor must be >= 0"),
     ("p3o_atari.py", dict(effect_floor=1.5), "--effect-floor must be in [0, 1]"),
     ("p3o_atari.py", dict(effect_memory=float("nan")), "--effect-memory must be in [0, 1)"),
     ("p3o_atari.py", dict(window_loss_coef=-0.5), "--window-loss-coef must be >= 0"),

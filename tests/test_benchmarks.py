@@ -59,8 +59,8 @@ def test_runs_are_cached_and_resumable(tmp_path, monkeypatch):
     assert json.loads(lines[0])["script"] == ocean_studies.script_hash(json.loads(lines[0])["algo"])
 
 
-def test_rows_are_matched_on_their_options_not_on_the_learned_horizon():
-    row = {"algo": "p3o", "env": "delay", "options": {"horizon": 128, "horizon_cut": 0.95}, "horizon": 16.0}
+def test_rows_are_matched_on_their_options_not_on_other_fields():
+    row = {"algo": "p3o", "env": "delay", "options": {"horizon": 128, "effect_floor": 0.25}, "horizon": 16.0}
     assert ocean_studies.seeds_of([row], env="delay", horizon=128) == [row]
     assert ocean_studies.seeds_of([row], env="delay", horizon=16) == []
 

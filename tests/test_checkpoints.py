@@ -91,7 +91,7 @@ def test_resume_with_the_clock_mid_episode_is_exact(script, env_id, tmp_path, mo
     module, _ = SCRIPTS[script]
     monkeypatch.chdir(tmp_path)
     keep_every_checkpoint(module, tmp_path, monkeypatch)
-    module.train(module.Args(env_id=env_id, **TINY, total_timesteps=128 * 7, save_interval=3, learning_rate=1e-2, horizon=8, clock=True, zeros_after_terminal=True, tail="bootstrap", sigma="effect"))
+    module.train(module.Args(env_id=env_id, **TINY, total_timesteps=128 * 7, save_interval=3, learning_rate=1e-2, horizon=8, clock=True, sigma="effect"))
     uninterrupted = torch.load(tmp_path / "iteration7.pt", weights_only=True)
     assert uninterrupted["model"]["clock_table"].any() and uninterrupted["model"]["weight_curve"].any()
 

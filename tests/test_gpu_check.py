@@ -25,7 +25,7 @@ def test_smoke_run_measures_every_step_and_says_what_it_skipped(tmp_path):
     assert steps["versions"]["torch"] == torch.__version__ and "envpool" in steps["versions"]
 
     parity = steps["parity"]
-    assert parity["status"] == "ok" and parity["windows_equal"] and parity["cases"] >= 130
+    assert parity["status"] == "ok" and parity["cases"] >= 40
     assert 0.0 <= parity["max_abs_difference"] < 1e-4
 
     kernel = steps["kernel"]
@@ -79,16 +79,13 @@ def test_steps_past_the_budget_are_skipped_not_started(tmp_path):
 
 
 def test_parity_fails_on_a_kernel_that_is_slightly_off(tmp_path, monkeypatch):
-    def off_by_a_little(*inputs, **options):
-        advantages, window = host_advantage(*inputs, **options)
-        return advantages + 1e-3 * (window == 3), window
+    def off_by_a_little(rewards, terminals, *inputs):
+        return host_advantage(rewards, terminals, *inputs) + 1e-3 * (rewards > 0)
 
-    def short_window(*inputs, **options):
-        advantages, window = host_advantage(*inputs, **options)
-        return advantages, window - (window == 3).long()
+    def reads_past_the_terminal(rewards, terminals, *inputs):
+        return host_advantage(rewards, torch.zeros_like(terminals), *inputs)
 
-    for wrong in (off_by_a_little, short_window):
+    for wrong in (off_by_a_little, reads_past_the_terminal):
         monkeypatch.setattr(gpu_check, "kernel_under_test", lambda _, wrong=wrong: (wrong, wrong.__name__))
         record = gpu_check.parity_step(book(tmp_path))
-        assert record["status"] == "failed"
-        assert record["outside_tolerance"] if wrong is off_by_a_little else not record["windows_equal"]
+        assert record["status"] == "failed" and record["outside_tolerance"], wrong.__name__

@@ -38,55 +38,22 @@ def test_autoreset_steps_are_masked(tmp_path, monkeypatch):
 
     def spy(rewards, terminals, *args, **kwargs):
         seen["rewards"], seen["terminals"] = rewards.clone(), terminals.clone()
-        seen["advantages"], window = original(rewards, terminals, *args, **kwargs)
-        return seen["advantages"], window
+        seen["advantages"] = original(rewards, terminals, *args, **kwargs)
+        return seen["advantages"]
 
     monkeypatch.setitem(p3o_ocean.OCEAN_ENVS, "bandit", NextStepResetBandit)
     monkeypatch.setattr(p3o_ocean, "p3o_advantage", spy)
     result = train(Args(env_id="bandit", num_envs=8, num_steps=16, num_minibatches=2, total_timesteps=128, progress=False))
     # Decisions and autoreset steps alternate: even steps end an episode, odd steps are the resets. The
-    # advantage of every reset step was zeroed (in place, after the call). A decision's window stops at its own
-    # terminal, and in this one-iteration run the value head is still at its zero start (mu = 0), so each
-    # decision's advantage is exactly its own reward.
+    # advantage of every reset step was zeroed (in place, after the call). A decision's window holds its own
+    # reward, then its episode's zeros, and in this one-iteration run the value head is still at its zero start
+    # (mu = 0), so each decision's advantage is exactly its own reward.
     terminals, rewards = seen["terminals"], seen["rewards"]
     assert terminals[0::2].all() and not terminals[1::2].any()
     advantages = seen["advantages"]
     assert (advantages[1::2] == 0).all()
     assert torch.equal(advantages[0::2], rewards[0::2]) and rewards[0::2].any() and not rewards[0::2].all()
     assert result["steps"] == 128
-
-
-def test_fitted_sigma_reaches_the_advantage(tmp_path, monkeypatch):
-    """--sigma fitted: the advantage gets, per offset, the RMS of (reward ahead - mu) over the real decisions'
-    windows, computed here by a loop. One iteration, so mu is the value head's zero start and the residual is the
-    reward itself."""
-    monkeypatch.chdir(tmp_path)
-    seen = {}
-    original = p3o_ocean.p3o_advantage
-
-    def spy(rewards, terminals, mu, sigma, *args, **kwargs):
-        seen.update(rewards=rewards.clone(), terminals=terminals.clone(), mu=mu.clone(), sigma=sigma.clone())
-        return original(rewards, terminals, mu, sigma, *args, **kwargs)
-
-    monkeypatch.setattr(p3o_ocean, "p3o_advantage", spy)
-    H = 12
-    train(Args(env_id="delay", delay=2, horizon=H, sigma="fitted", kernel="torch", num_envs=8, num_steps=96, num_minibatches=2, total_timesteps=768, progress=False, save_interval=0))
-    rewards, terminals, mu = seen["rewards"], seen["terminals"], seen["mu"]
-    assert terminals.any() and rewards.any() and not mu.any()
-    T, N = rewards.shape
-    squares, counts = torch.zeros(H, dtype=torch.float64), torch.zeros(H)
-    for t in range(T):
-        for n in range(N):
-            ended = False  # the default window runs on past the terminal to H, on the episode's zeros
-            for j in range(H):
-                if t + j >= T and not ended:  # an open window stops at the rollout's end (the tail is no target)
-                    break
-                squares[j] += 0.0 if ended else float(rewards[t + j, n]) ** 2
-                counts[j] += 1
-                ended = ended or bool(terminals[t + j, n])
-    assert (counts > 0).all()
-    torch.testing.assert_close(seen["sigma"], (squares / counts).sqrt().float())
-    assert seen["sigma"].max() < 0.9  # the learned start is 1 everywhere: this is not it
 
 
 def spy_on_the_advantages_sigma(monkeypatch):
@@ -103,8 +70,7 @@ def spy_on_the_advantages_sigma(monkeypatch):
 
 
 def test_p3o_md_advantage_reads_the_learned_sigma(tmp_path, monkeypatch):
-    """--sigma learned without the subtractions, P3O.md's advantage (the default until 2026-11-22): the
-    action-conditioned head never runs, and the advantage's sigma is exp(log_sigma): 1 at the start, then moved by
+    """--sigma learned, P3O.md's sigma: the action-conditioned head never runs, and the advantage's sigma is exp(log_sigma): 1 at the start, then moved by
     Adam by about the learning rate per update."""
     monkeypatch.chdir(tmp_path)
     seen = spy_on_the_advantages_sigma(monkeypatch)
@@ -113,7 +79,7 @@ def test_p3o_md_advantage_reads_the_learned_sigma(tmp_path, monkeypatch):
         raise AssertionError("the action-conditioned head ran")
 
     monkeypatch.setattr(p3o_ocean.Agent, "get_action_effects", no_head)
-    args = Args(env_id="delay", delay=2, horizon=8, sigma="learned", subtract_later_effects=False, subtract_earlier_effects=False, kernel="torch", num_envs=8, num_steps=32, num_minibatches=2, update_epochs=2, total_timesteps=2 * 8 * 32, progress=False, save_interval=0)
+    args = Args(env_id="delay", delay=2, horizon=8, sigma="learned", kernel="torch", num_envs=8, num_steps=32, num_minibatches=2, update_epochs=2, total_timesteps=2 * 8 * 32, progress=False, save_interval=0)
     train(args)
     assert len(seen) == 2 and torch.equal(seen[0], torch.ones(8))
     moved = (seen[1] - 1).abs()
@@ -126,7 +92,7 @@ def test_effect_weights_find_the_delayed_reward(tmp_path, monkeypatch):
     every other offset (earlier and later decisions' rewards, noise to this action) is near 0."""
     monkeypatch.chdir(tmp_path)
     seen = spy_on_the_advantages_sigma(monkeypatch)
-    train(Args(env_id="delay", delay=4, horizon=16, sigma="effect", effect_floor=0.0, subtract_later_effects=False, subtract_earlier_effects=False, kernel="torch", total_timesteps=2 * 256 * 128, save_interval=0, **FAST))
+    train(Args(env_id="delay", delay=4, horizon=16, sigma="effect", effect_floor=0.0, kernel="torch", total_timesteps=2 * 256 * 128, save_interval=0, **FAST))
     first, second = (sigma.pow(-2) for sigma in seen)
     assert torch.equal(first, torch.full((16,), first[0].item()))  # q = 0: no effect measured anywhere yet
     weights = second / second.max()
@@ -151,44 +117,6 @@ def test_the_window_floor_counts_the_offsets_that_hold_rewards(env_id, low, high
     monkeypatch.setattr(p3o_ocean, "effect_sigma", spy)
     train(Args(env_id=env_id, horizon=128, kernel="torch", total_timesteps=2 * 256 * 128, save_interval=0, **FAST))
     assert len(floors) == 2 and all(low <= floor <= high for floor in floors), floors
-
-
-@pytest.mark.parametrize("which", ["later", "earlier"])
-def test_subtracting_other_decisions_effects_takes_their_noise_out_of_the_advantage(which, tmp_path, monkeypatch):
-    """--subtract-later-effects and --subtract-earlier-effects, each alone, on delay (D = 4, H = 16). Past offset 4
-    the reward ahead of a decision is a later decision's; before it, an earlier one's (the cue-only observation
-    cannot tell the value head which). Once the head has been fitted (after the first iteration), subtracting the
-    later decisions' effects leaves a fraction of the noise past offset 4 and the earlier ones' a fraction of the
-    noise before it; the other offsets are left as they were."""
-    monkeypatch.chdir(tmp_path)
-    effects_seen, advantage_seen = [], []
-    effects, p3o_advantage = getattr(p3o_ocean, f"{which}_effects"), p3o_ocean.p3o_advantage
-
-    def effects_spy(*args):
-        effects_seen.append(effects(*args))
-        return effects_seen[-1]
-
-    def advantage_spy(rewards, terminals, baseline, *args, **kwargs):
-        advantage_seen.append((rewards.clone(), terminals.clone(), baseline))  # the rollout buffers are reused
-        return p3o_advantage(rewards, terminals, baseline, *args, **kwargs)
-
-    monkeypatch.setattr(p3o_ocean, f"{which}_effects", effects_spy)
-    monkeypatch.setattr(p3o_ocean, "p3o_advantage", advantage_spy)
-    flags = dict(subtract_later_effects=which == "later", subtract_earlier_effects=which == "earlier")
-    train(Args(env_id="delay", delay=4, horizon=16, kernel="torch", total_timesteps=3 * 256 * 128, save_interval=0, **flags, **FAST))
-    assert len(effects_seen) == 3 and not effects_seen[0].any()  # the head is fitted after the first iteration's update
-    cut, kept_as_is = (slice(5, None), slice(None, 5)) if which == "later" else (slice(None, 4), slice(4, None))
-    for (rewards, terminals, baseline), subtracted in zip(advantage_seen[1:], effects_seen[1:]):
-        targets, window = p3o_ocean.episode_windows(rewards, terminals, 16)
-        kept = torch.arange(16) < window[..., None]
-
-        def noise(residual):  # mean square over the kept pairs, per offset
-            return torch.where(kept, residual, 0.0).square().sum((0, 1)) / kept.sum((0, 1))
-
-        plain, corrected = noise(targets - (baseline - subtracted)), noise(targets - baseline)
-        torch.testing.assert_close(corrected[kept_as_is], plain[kept_as_is], rtol=0.01, atol=0.0)
-        # later: 0.06, then 0.04 of it; earlier: 0.06 to 0.14 (seed 1)
-        assert (corrected[cut] < 0.25 * plain[cut]).all(), (plain, corrected)
 
 
 @pytest.mark.parametrize("coef", [0.0, 2.5])
@@ -285,7 +213,7 @@ def test_the_clock_tells_the_value_head_where_delays_episode_ends(clock, tmp_pat
 
     monkeypatch.setattr(p3o_ocean, "p3o_advantage", spy)
     H, T = 16, 128
-    train(Args(env_id="delay", delay=4, horizon=H, clock=clock, zeros_after_terminal=True, sigma="learned", subtract_later_effects=False, subtract_earlier_effects=False, kernel="torch", total_timesteps=4 * 256 * T, save_interval=0, **FAST))
+    train(Args(env_id="delay", delay=4, horizon=H, clock=clock, sigma="learned", kernel="torch", total_timesteps=4 * 256 * T, save_interval=0, **FAST))
     mu = seen[-1]  # the fourth iteration's rollout: steps 3 * 128 .. 4 * 128 - 1
     ends = (3 * T + torch.arange(T))[:, None] % 68 + torch.arange(H) >= 68  # [T, H]: past the episode's end
     past, inside = mu[ends[:, None, :].expand_as(mu)].mean(), mu[~ends[:, None, :].expand_as(mu)].mean()
