@@ -16,7 +16,7 @@
 # Each trimmed wheel keeps its name and version and gets a RECORD of the files it holds, so `envpool.make` of an
 # Atari id runs the wheel's own compiled code; any other family's id is unknown there. Everything else is
 # downloaded as it is, with --no-deps: each package below is named on purpose, nothing more is pulled in.
-# On the GPU machine (the README's GPU section has the whole command):
+# On the GPU machine (docs/gpu.md has the whole command):
 #     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
 #     export PYTHONPATH=/tmp/site
 set -euo pipefail
