@@ -47,13 +47,13 @@ ENVS = list(p3o_ocean.OCEAN_ENVS)
 # five studies fit one working session with two workers.
 BUDGETS = {"bandit": 393_216, "password": 262_144, "stochastic": 262_144, "squared": 524_288, "delay": 786_432, "forage": 655_360, "mixed": 655_360}
 HORIZONS = [16, 32, 64, 128, 256]
-# Earlier defaults that today's script can still run, each with today's value loss and clip. SQRT_FLOOR (until
-# 2026-11-24): the effect floor times sqrt(32 / H) rather than by the share of the windows within 32 offsets.
-# PER_BATCH, the one before (until the evening of 2026-11-23): each batch's own weight curve, the floor 0.5 at every
-# H. The defaults before those (P3O.md's advantage, the window cut at the terminal, the effect subtractions) left
-# the scripts; docs/ablations.md names the commit that runs them.
-SQRT_FLOOR = {"scale_effect_floor": "horizon"}
-PER_BATCH = {"effect_memory": 0.0, "scale_effect_floor": "none"}
+# Earlier defaults that today's script can still run, each with today's clip and no window loss (as they ran until
+# 2026-11-25). SQRT_FLOOR (until 2026-11-24): the effect floor times sqrt(32 / H) rather than by the share of the
+# windows within 32 offsets. PER_BATCH, the one before (until the evening of 2026-11-23): each batch's own weight
+# curve, the floor 0.5 at every H. The defaults before those (the original algorithm's advantage, the window cut at
+# the terminal, the effect subtractions) left the scripts; docs/ablations.md names the commit that runs them.
+SQRT_FLOOR = {"scale_effect_floor": "horizon", "window_loss_coef": 0.0}
+PER_BATCH = {"effect_memory": 0.0, "scale_effect_floor": "none", "window_loss_coef": 0.0}
 # Earlier defaults beside today's, at H = 32 and 128, on the envs where each made H matter. The full before/after
 # across the changes of default is in the research log, from this study's CSV at the commits named there.
 BEFORE = [
@@ -86,14 +86,16 @@ PROBES = {
     "choice": ("choice", {"choice_distance": 96}, 1_572_864),  # 0.7 now or 1.0 in 96 steps; episodes of 388
 }
 PROBE_HORIZONS = [32, 128]
-# The ablation on the probes, both ways: each component of today's default removed alone, and the smallest P3O (the
-# windows past the terminal and the tail bootstrap, with the learned sigma) with nothing else. The rows of the
-# components that left the scripts are in docs/ablations.md with the commit that runs them.
-SMALLEST = {"sigma": "learned", "clock": False}
+# The ablation on the probes, both ways: each component of today's default removed alone, p3o_atari.py's default
+# (the learned sigma, no clock), and the smallest P3O (the windows past the terminal and the tail bootstrap, with the
+# learned sigma) with nothing else. The rows of the components that left the scripts, and of the defaults before
+# the window loss was divided by the window sums' variance, are in docs/ablations.md with the commit that runs them.
+ATARI = {"sigma": "learned", "clock": False}
+SMALLEST = {**ATARI, "window_loss_coef": 0.0}
 PROBE_ABLATIONS = [
     ("default", {}), ("sigma learned", {"sigma": "learned"}), ("no clock", {"clock": False}), ("no weight memory", {"effect_memory": 0.0}),
-    ("floor not scaled", {"scale_effect_floor": "none"}), ("window loss 0.1", {"window_loss_coef": 0.1}),
-    ("no clock, window loss 0.1", {"clock": False, "window_loss_coef": 0.1}), ("smallest, sigma learned", SMALLEST),
+    ("floor not scaled", {"scale_effect_floor": "none"}), ("no window loss", {"window_loss_coef": 0.0}),
+    ("p3o_atari.py's default", ATARI), ("smallest, sigma learned", SMALLEST),
 ]
 TAG = ""  # --tag: appended to the CSV and PNG names, so a run with other seeds or horizons keeps the main files
 
@@ -516,7 +518,7 @@ def throughput_study(opts):
     an earlier default (each batch's own weight curve, the floor 0.5 at every H) and with the learned sigma (no effect head), on
     squared and delay, one process at a time and alternating, so the ratios are taken side by side (run it alone)."""
     configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}),
-               ("H=128 earlier", "p3o", dict(PER_BATCH, horizon=128)), ("H=128 learned", "p3o", dict(SMALLEST, horizon=128))]
+               ("H=128 earlier", "p3o", dict(PER_BATCH, horizon=128)), ("H=128 learned", "p3o", dict(ATARI, horizon=128))]
     rows = []
     for repeat in range(opts.repeats):
         for env in ("squared", "delay"):

@@ -1,5 +1,5 @@
 """The P3O advantage three ways, for the tests and benchmarks: the CUDA source built for the CPU (g++ with
-kernels/host_shim.h, called through ctypes), and a plain-loop reference written straight from P3O.md.
+kernels/host_shim.h, called through ctypes), and a plain-loop reference written straight from docs/algorithm.md.
 The PyTorch twin under test is p3o_ocean.p3o_advantage. Also the edge cases every implementation must agree on,
 shared by the CPU parity tests and the GPU run book (benchmarks/gpu_check.py)."""
 import ctypes

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import EDGE_SHAPES, KERNEL, done_at_every_position, edge_cases, host_advantage, reference_advantage
-from p3o_ocean import CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, effect_floor_at, effect_sigma, episode_ends, episode_inside, episode_windows, fit_clock_table, fit_effect_head, p3o_advantage, ridge_path, window_reach
+from p3o_ocean import CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, effect_floor_at, effect_sigma, episode_ends, episode_inside, episode_windows, fit_clock_table, fit_effect_head, p3o_advantage, ridge_path, window_reach, window_sum_variance
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -433,3 +433,18 @@ def test_twin_env_blocks_with_a_partial_last_block():
     g = torch.Generator().manual_seed(4)
     inputs = (torch.randn(T, N, generator=g), (torch.rand(T, N, generator=g) < 0.03).float(), torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.2, torch.randn(N, H, generator=g))
     torch.testing.assert_close(p3o_advantage(*inputs), host_advantage(*inputs, threads=256), **TOL)
+
+
+def test_window_sum_variance_is_the_variance_of_the_decisions_window_sums():
+    """The window loss's unit: each decision's targets summed over its known offsets (below its window), and the
+    population variance of those sums over the decisions marked valid, autoreset steps and padding left out."""
+    generator = torch.Generator().manual_seed(6)
+    T, N, H = 9, 5, 4
+    targets = torch.randn(T, N, H, generator=generator)
+    window = torch.randint(0, H + 1, (T, N), generator=generator)
+    valid = torch.rand(T, N, generator=generator) > 0.3
+    sums = [float(targets[t, n, : window[t, n]].sum()) for t in range(T) for n in range(N) if valid[t, n]]
+    expected = sum(s * s for s in sums) / len(sums) - (sum(sums) / len(sums)) ** 2
+    assert abs(window_sum_variance(targets, window, valid).item() - expected) < 1e-5
+    targets[~valid] = 1e6  # what is not a decision does not count
+    assert abs(window_sum_variance(targets, window, valid).item() - expected) < 1e-5

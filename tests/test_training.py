@@ -1,5 +1,5 @@
 """P3O learns: it solves the sanity checks, a short-delay horizon probe and the long-horizon probe forage (which
-P3O.md's variable-horizon cut made it fail) on the CPU, about a minute each."""
+the original algorithm's variable-horizon cut made it fail) on the CPU, about a minute each."""
 import pytest
 import torch
 
@@ -30,7 +30,7 @@ def test_p3o_solves(env_id, extra, tmp_path, monkeypatch):
 
 def test_autoreset_steps_are_masked(tmp_path, monkeypatch):
     """With an env that spends the step after a done on the reset (EnvPool's way), those steps must get no
-    advantage, no policy loss and no value targets: P3O.md. We record what the update sees."""
+    advantage, no policy loss and no value targets (docs/algorithm.md). We record what the update sees."""
     monkeypatch.chdir(tmp_path)
 
     seen = {}
@@ -70,7 +70,7 @@ def spy_on_the_advantages_sigma(monkeypatch):
 
 
 def test_p3o_md_advantage_reads_the_learned_sigma(tmp_path, monkeypatch):
-    """--sigma learned, P3O.md's sigma: the action-conditioned head never runs, and the advantage's sigma is exp(log_sigma): 1 at the start, then moved by
+    """--sigma learned, the original algorithm's sigma: the action-conditioned head never runs, and the advantage's sigma is exp(log_sigma): 1 at the start, then moved by
     Adam by about the learning rate per update."""
     monkeypatch.chdir(tmp_path)
     seen = spy_on_the_advantages_sigma(monkeypatch)
@@ -121,8 +121,9 @@ def test_the_window_floor_counts_the_offsets_that_hold_rewards(env_id, low, high
 
 @pytest.mark.parametrize("coef", [0.0, 2.5])
 def test_window_loss_adds_the_squared_error_of_each_windows_sum(coef, tmp_path, monkeypatch):
-    """--window-loss-coef: the value loss is the NLL plus coef times 0.5 (target - mu summed over the window)^2 per
-    decision; 0 (the default) is P3O.md's NLL alone. Read back from the run's own logs, every iteration."""
+    """--window-loss-coef: the value loss is the NLL plus coef times the window loss, 0.5 (target - mu summed over the
+    window)^2 per decision over the window sums' variance where it is above 1; 0 is the NLL alone. Read back from the
+    run's own logs, every iteration."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     monkeypatch.chdir(tmp_path)
@@ -132,6 +133,7 @@ def test_window_loss_adds_the_squared_error_of_each_windows_sum(coef, tmp_path, 
     value_loss, nll, window = (torch.tensor([e.value for e in events.Scalars(f"losses/{tag}")]) for tag in ("value_loss", "value_nll", "window_loss"))
     assert len(window) == 3 and window.min() > 0  # squared's targets hit every window some of the time
     torch.testing.assert_close(value_loss, nll + coef * window)
+    assert all(e.value > 0 for e in events.Scalars("losses/window_var"))
 
 
 def test_explained_variance_is_out_of_sample(tmp_path, monkeypatch):
