@@ -1,5 +1,5 @@
-"""The README's Breakout figure: p3o_atari.py's default (today's, and before the window loss was divided by the window
-sums' variance) against ppo_baseline.py, 200k steps, seeds 1 to 4, one line a seed, from the curves that
+"""The README's Breakout figure: p3o_atari.py's default (today's, with the centred clock table, and the same without the
+clock) against ppo_baseline.py, 200k steps, seeds 1 to 4, one line a seed, from the curves that
 benchmarks/atari_learning.py wrote (no training here).
 
     python benchmarks/breakout_figure.py
@@ -17,9 +17,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 STEPS = 200_000
 # (label, colour, CSV files, the script and flags whose rows to take)
 CASES = [
-    ("p3o_atari.py --horizon 128", "tab:red", [f"atari_learning_Breakout-v5_200k_window_var_s{seed}.csv" for seed in (1, 2, 3, 4)], ("p3o_atari.py", "")),
-    ("the same before the window loss's division", "tab:orange", ["atari_learning_Breakout-v5_200k_screen_default_s1.csv", "atari_learning_Breakout-v5_200k_screen_default_s2.csv",
-                                                                   "atari_learning_Breakout-v5_200k_screen_default_s34.csv"], ("p3o_atari.py", "")),
+    ("p3o_atari.py --horizon 128", "tab:red", [f"atari_learning_Breakout-v5_200k_clock_centred_s{seed}.csv" for seed in (1, 2, 3, 4)], ("p3o_atari.py", "--clock")),
+    ("the same without the clock", "tab:orange", [f"atari_learning_Breakout-v5_200k_window_var_s{seed}.csv" for seed in (1, 2, 3, 4)], ("p3o_atari.py", "")),
     ("ppo_baseline.py", "tab:blue", ["atari_learning_Breakout-v5_200k_window_loss.csv"], ("ppo_baseline.py", "")),
 ]
 
