@@ -42,18 +42,20 @@ import p3o_ocean  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 RUNS_FILE = RESULTS / "ocean_runs.jsonl"
-ENVS = list(p3o_ocean.OCEAN_ENVS)
-# Steps per run: enough for P3O at the defaults to get most of the way on this 2-core CPU, small enough that the
-# five studies fit one working session with two workers.
+# The sanity suite and each env's steps per run: enough for P3O at the defaults to get most of the way on this
+# 2-core CPU, small enough that the five studies fit one working session with two workers. spread and choice are
+# probed at their own settings and budgets only (PROBES).
 BUDGETS = {"bandit": 393_216, "password": 262_144, "stochastic": 262_144, "squared": 524_288, "delay": 786_432, "forage": 655_360, "mixed": 655_360}
+ENVS = list(BUDGETS)
 HORIZONS = [16, 32, 64, 128, 256]
 # Earlier defaults that today's script can still run, each with today's clip and no window loss (as they ran until
 # 2026-11-25). SQRT_FLOOR (until 2026-11-24): the effect floor times sqrt(32 / H) rather than by the share of the
 # windows within 32 offsets. PER_BATCH, the one before (until the evening of 2026-11-23): each batch's own weight
 # curve, the floor 0.5 at every H. The defaults before those (the original algorithm's advantage, the window cut at
 # the terminal, the effect subtractions) left the scripts; docs/ablations.md names the commit that runs them.
-SQRT_FLOOR = {"scale_effect_floor": "horizon", "window_loss_coef": 0.0}
-PER_BATCH = {"effect_memory": 0.0, "scale_effect_floor": "none", "window_loss_coef": 0.0}
+# Both weigh the offsets by the action's effect (--sigma effect), the Ocean default until the one default.
+SQRT_FLOOR = {"sigma": "effect", "scale_effect_floor": "horizon", "window_loss_coef": 0.0}
+PER_BATCH = {"sigma": "effect", "effect_memory": 0.0, "scale_effect_floor": "none", "window_loss_coef": 0.0}
 # Earlier defaults beside today's, at H = 32 and 128, on the envs where each made H matter. The full before/after
 # across the changes of default is in the research log, from this study's CSV at the commits named there.
 BEFORE = [
@@ -63,12 +65,12 @@ BEFORE = [
 GAMMAS = [0.9, 0.99, 0.999]  # the PPO sweep; 0.99 is the untuned baseline
 DELAYS = [1, 8, 32, 64, 100]
 DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizon end
-# Each a choice that is not the default, with its label in the tables: the clock, the learned sigma, the weight
-# curve's memory and the floor's scaling, and earlier defaults. The choices that left the scripts are in
+# Each a choice that is not the default, with its label in the tables: the clock, the effect weights with their
+# curve's memory and their floor's scaling, and earlier defaults. The choices that left the scripts are in
 # docs/ablations.md with the commit that runs them.
 ABLATIONS = [
-    ("no clock", {"clock": False}), ("sigma learned", {"sigma": "learned"}),
-    ("each batch's own weights", {"effect_memory": 0.0}), ("floor 0.5 at every H", {"scale_effect_floor": "none"}),
+    ("no clock", {"clock": False}), ("effect weights", {"sigma": "effect"}),
+    ("effect weights, each batch's own", {"sigma": "effect", "effect_memory": 0.0}), ("effect weights, floor 0.5 at every H", {"sigma": "effect", "scale_effect_floor": "none"}),
     ("floor x sqrt(32 / H), the previous default", SQRT_FLOOR), ("memory 0, floor 0.5, an earlier default", PER_BATCH),
 ]
 ABLATION_ENVS = ["delay", "forage"]  # long-horizon probes, where the choices can matter (budgeted to one session)
@@ -86,17 +88,17 @@ PROBES = {
     "choice": ("choice", {"choice_distance": 96}, 1_572_864),  # 0.7 now or 1.0 in 96 steps; episodes of 388
 }
 PROBE_HORIZONS = [32, 128]
-# The ablation on the probes, both ways: each component of today's default removed alone, p3o_atari.py's default
-# (the learned sigma), the learned sigma without the clock, and the smallest P3O (the windows past the terminal and
-# the tail bootstrap, with the learned sigma) with nothing else. The rows of the components that left the scripts,
-# and of the defaults before the window loss was divided by the window sums' variance or the clock's table centred,
-# are in docs/ablations.md with the commit that runs them.
-ATARI = {"sigma": "learned"}
-SMALLEST = {**ATARI, "clock": False, "window_loss_coef": 0.0}
+# The ablation on the probes, both ways: each component of the one default removed alone, the smallest P3O (the
+# windows past the terminal and the tail bootstrap, with the learned sigma) with nothing else, and the effect weights
+# (the Ocean default until the one default) with their weight memory and floor rule. The rows of the components
+# that left the scripts, and of the defaults before the window loss was divided by the window sums' variance or the
+# clock's table centred, are in docs/ablations.md with the commit that runs them.
+EFFECT = {"sigma": "effect"}
+SMALLEST = {"clock": False, "window_loss_coef": 0.0}
 PROBE_ABLATIONS = [
-    ("default", {}), ("sigma learned (p3o_atari.py's default)", ATARI), ("no clock", {"clock": False}), ("no weight memory", {"effect_memory": 0.0}),
-    ("floor not scaled", {"scale_effect_floor": "none"}), ("no window loss", {"window_loss_coef": 0.0}),
-    ("sigma learned, no clock", {**ATARI, "clock": False}), ("smallest, sigma learned", SMALLEST),
+    ("default", {}), ("no clock", {"clock": False}), ("no window loss", {"window_loss_coef": 0.0}), ("smallest: no clock, no window loss", SMALLEST),
+    ("effect weights", EFFECT), ("effect weights, no weight memory", {**EFFECT, "effect_memory": 0.0}),
+    ("effect weights, floor not scaled", {**EFFECT, "scale_effect_floor": "none"}),
 ]
 TAG = ""  # --tag: appended to the CSV and PNG names, so a run with other seeds or horizons keeps the main files
 
@@ -369,8 +371,8 @@ def versus_study(opts):
     rows, summary = [], []
     plt = pyplot()
     fig, axes = grid(plt, len(ENVS))
-    print(f"\nP3O (H={p3o_ocean.Args.horizon}) against PPO, final score mean +- std over seeds {opts.seeds}")
-    print(f"{'env':<12}{'P3O':>16}{'PPO 0.99':>16}{'PPO best':>22}   P3O >= PPO 0.99?")
+    print(f"\nP3O (H={p3o_ocean.Args.horizon}) against PPO, final score mean +- std over seeds {opts.seeds}; the differences with their 95% CI (Welch)")
+    print(f"{'env':<12}{'P3O':>16}{'PPO 0.99':>16}{'PPO best':>22}{'P3O - PPO 0.99':>20}{'P3O - PPO best':>20}")
     for ax, env in zip(axes, ENVS):
         p3o_specs, ppo_specs = plans[env]
         p3o = [done[key(s)] for s in p3o_specs]
@@ -379,9 +381,12 @@ def versus_study(opts):
         p3o_m, p3o_s = mean_std([r["score"] for r in p3o])
         base_m, base_s = mean_std([r["score"] for r in ppo[0.99]])
         best_m, best_s = mean_std([r["score"] for r in ppo[best]])
-        matches = p3o_m >= base_m - max(p3o_s, base_s, 0.005)  # matches (within seed noise, or 0.005) or beats
+        versus_base = difference_ci95([r["score"] for r in p3o], [r["score"] for r in ppo[0.99]])
+        versus_best = difference_ci95([r["score"] for r in p3o], [r["score"] for r in ppo[best]])
+        matches = versus_base[0] + versus_base[1] >= 0  # the interval reaches 0 or above: P3O ties or beats PPO at 0.99
         summary.append(dict(env=env, p3o=(p3o_m, p3o_s), ppo=(base_m, base_s), best_gamma=best, best=(best_m, best_s), matches=matches))
-        print(f"{env:<12}{p3o_m:>9.3f} +-{p3o_s:.3f}{base_m:>9.3f} +-{base_s:.3f}{best_m:>9.3f} +-{best_s:.3f} (g={best}){'yes' if matches else 'NO':>8}")
+        print(f"{env:<12}{p3o_m:>9.3f} +-{p3o_s:.3f}{base_m:>9.3f} +-{base_s:.3f}{best_m:>9.3f} +-{best_s:.3f} (g={best})"
+              f"{versus_base[0]:>+12.3f} +-{versus_base[1]:.3f}{versus_best[0]:>+12.3f} +-{versus_best[1]:.3f}")
         rows += p3o + [r for g in GAMMAS for r in ppo[g]]
         band(ax, p3o, f"P3O H={p3o_ocean.Args.horizon}")
         band(ax, ppo[0.99], "PPO gamma 0.99")
@@ -392,7 +397,7 @@ def versus_study(opts):
     fig.tight_layout()
     fig.savefig(RESULTS / f"ocean_versus{TAG}.png", dpi=110)
     path = write_csv("versus", rows, ["env", "algo", "gamma", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
-    print(f"({path}) P3O matches or beats PPO gamma 0.99 on {sum(s['matches'] for s in summary)} of {len(ENVS)} envs")
+    print(f"({path}) P3O ties or beats PPO gamma 0.99 (the difference's interval reaches 0) on {sum(s['matches'] for s in summary)} of {len(ENVS)} envs")
     return summary
 
 
@@ -516,10 +521,10 @@ def ablation_study(opts):
 
 def throughput_study(opts):
     """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, and at H = 128 with
-    an earlier default (each batch's own weight curve, the floor 0.5 at every H) and with the learned sigma (no effect head), on
-    squared and delay, one process at a time and alternating, so the ratios are taken side by side (run it alone)."""
+    an earlier default (the effect weights, each batch's own curve, the floor 0.5 at every H) and with the effect weights
+    of the Ocean default until the one default, on squared and delay, one process at a time and alternating, so the ratios are taken side by side (run it alone)."""
     configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}),
-               ("H=128 earlier", "p3o", dict(PER_BATCH, horizon=128)), ("H=128 learned", "p3o", dict(ATARI, horizon=128))]
+               ("H=128 earlier", "p3o", dict(PER_BATCH, horizon=128)), ("H=128 effect weights", "p3o", dict(EFFECT, horizon=128))]
     rows = []
     for repeat in range(opts.repeats):
         for env in ("squared", "delay"):

@@ -227,7 +227,7 @@ def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
         torch.testing.assert_close(got, want)
     assert not any(p.requires_grad for p in agent.effect.parameters())
     torch.testing.assert_close(probs.sum(-1), torch.ones(3))
-    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="effect")).effect is not None  # p3o_ocean.py's default builds the head
+    assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="effect")).effect is not None  # --sigma effect builds the head
     assert p3o_atari.Agent((4, 84, 84), 6, p3o_atari.Args(horizon=8, sigma="learned")).effect is None
     monkeypatch.chdir(tmp_path)
     fitted = []
@@ -245,14 +245,13 @@ def test_effect_head_on_frames_and_in_a_run(tmp_path, monkeypatch):
     assert len(fitted) == 2 and (fitted[0] == fitted[0][0]).all() and not (fitted[1] == fitted[1][0]).all()
 
 
-def test_atari_defaults_differ_from_the_ocean_ones_in_the_one_documented_flag():
-    """p3o_atari.py ships the settings that learn Breakout; p3o_ocean.py the ones that win the horizon probes. Beyond
-    the envs' own budget, learning rate and batch, they differ in this one P3O flag and nothing else (the window
-    loss at 0.1 and the clock on in both)."""
+def test_both_p3o_scripts_share_one_default():
+    """One P3O: beyond the envs' own budget, learning rate and batch, the two scripts' defaults are the same: the
+    learned sigma, the centred clock table and the window loss at 0.1."""
     atari, ocean = asdict(p3o_atari.Args()), asdict(p3o_ocean.Args())
     differ = {name for name in atari.keys() & ocean.keys() if atari[name] != ocean[name]}
-    assert differ - {"exp_name", "env_id", "total_timesteps", "learning_rate", "num_envs", "update_epochs"} == {"sigma"}
-    assert (atari["sigma"], atari["clock"], atari["window_loss_coef"], ocean["window_loss_coef"]) == ("learned", True, 0.1, 0.1)
+    assert differ - {"exp_name", "env_id", "total_timesteps", "learning_rate", "num_envs", "update_epochs"} == set()
+    assert (atari["sigma"], atari["clock"], atari["window_loss_coef"], atari["horizon"]) == ("learned", True, 0.1, 128)
 
 
 # ---------------------------------------------------------------------------------------------------------

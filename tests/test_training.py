@@ -115,7 +115,7 @@ def test_the_window_floor_counts_the_offsets_that_hold_rewards(env_id, low, high
         return original(targets, mu, probs, q, window, floor, *args, **kwargs)
 
     monkeypatch.setattr(p3o_ocean, "effect_sigma", spy)
-    train(Args(env_id=env_id, horizon=128, kernel="torch", total_timesteps=2 * 256 * 128, save_interval=0, **FAST))
+    train(Args(env_id=env_id, horizon=128, sigma="effect", kernel="torch", total_timesteps=2 * 256 * 128, save_interval=0, **FAST))
     assert len(floors) == 2 and all(low <= floor <= high for floor in floors), floors
 
 
