@@ -521,8 +521,9 @@ def ablation_study(opts):
 
 def throughput_study(opts):
     """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, and at H = 128 with
-    an earlier default (the effect weights, each batch's own curve, the floor 0.5 at every H) and with the effect weights
-    of the Ocean default until the one default, on squared and delay, one process at a time and alternating, so the ratios are taken side by side (run it alone)."""
+    an earlier default (the effect weights, each batch's own curve, the floor 0.5 at every H) and with the effect
+    weights (the Ocean default until the one default), on squared and delay, one process at a time and alternating,
+    so the ratios are taken side by side (run it alone)."""
     configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}),
                ("H=128 earlier", "p3o", dict(PER_BATCH, horizon=128)), ("H=128 effect weights", "p3o", dict(EFFECT, horizon=128))]
     rows = []

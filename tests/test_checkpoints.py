@@ -1,7 +1,6 @@
 """Runs a researcher can trust, in all three scripts: atomic checkpoints, an exact --resume, --eval-checkpoint,
 guards against non-finite numbers, and hostile input refused with a message that says what to change."""
 import math
-import os
 import shutil
 import signal
 import subprocess
