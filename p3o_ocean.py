@@ -91,25 +91,6 @@ class Args:
     # P3O specific arguments, the same defaults as p3o_atari.py's
     horizon: int = 128
     """H, the horizon cap: the value head predicts the reward at each of the next H steps"""
-    sigma: Literal["effect", "learned"] = "learned"
-    """each offset's sigma in the advantage: learned (the default) is the original algorithm's log_sigma, trained by
-    the value NLL (Adam moves it by about the learning rate per update, too slowly to learn a weight curve within a
-    run: the weights stay nearly flat); effect weighs each offset by how much of the action's whole effect its
-    residual carries, from an action-conditioned head refitted in closed form to each batch. effect adds +0.027 +-
-    0.012 / +0.049 +- 0.040 to the probes' mean at H = 32 / 128 and scores 2.06 and 2.13 on Breakout against the
-    learned sigma's 4.97 +- 1.25, and costs most of P3O's time per iteration: the variant to leave (docs/ablations.md)"""
-    effect_floor: float = 0.5
-    """--sigma effect: no offset's weight below this fraction of the largest (at H = 32; see the next)"""
-    scale_effect_floor: Literal["window", "horizon", "none"] = "window"
-    """window: --effect-floor times the share of the batch's (decision, offset) pairs that hold a reward or the
-    tail's bootstrap (not an ended episode's zeros) and lie within 32 offsets, so the floor's total weight on them
-    stays at what H = 32 gives the same batch: as given where no episode runs past 32 offsets (mixed; any H <= 32),
-    lower where they do (delay's episodes, the tail); horizon (the previous default): times sqrt(32 / H), at most 1,
-    which failed mixed; none: as given at every H (docs/research_log.md)"""
-    effect_memory: float = 0.9
-    """--sigma effect: the weight curve is a running average over batches, this times the previous curve plus 1 -
-    this times the batch's own (scaled to a largest weight of 1), so an offset's weight follows the action's effect
-    rather than one batch's noise (forage's weights spiked at random offsets once solved); 0: each batch's own"""
     window_loss_coef: float = 0.1
     """beside the NLL, this times the squared error of mu's sum over each decision's window, 0.5 (sum of target -
     mu)^2, per decision like PPO's value loss, divided by the batch's variance of those window sums where it is
@@ -122,7 +103,7 @@ class Args:
     Atari of the game's: a lost life does not reset it; capped at CLOCK_ROWS - 1) and the offset j, refitted in closed
     form to each batch: where an episode's end is set by a time the observation does not show (delay's), mu can then
     tell where the episode's zeros begin and the tail bootstrap where the next episode starts. Cross-validated, so it
-    stays at 0 where the clock predicts nothing. With --sigma learned it adds +0.020 +- 0.013 / +0.053 +- 0.041 to
+    stays at 0 where the clock predicts nothing. With the learned sigma it adds +0.020 +- 0.013 / +0.053 +- 0.041 to
     the probes' mean at H = 32 / 128; Breakout, 200k steps: 4.97 +- 1.25 with it, 4.97 +- 0.85 without
     (docs/ablations.md)"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
@@ -653,8 +634,6 @@ OCEAN_ENVS = {
 # ALGO LOGIC: the P3O advantage (the PyTorch twin of kernels/advantage.cu)
 # ---------------------------------------------------------------------------------------------------------
 MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
-# The effect head's candidate ridges, per decision fitted (fit_effect_head picks one per action and offset).
-EFFECT_RIDGES = 10.0 ** torch.arange(-3.0, 6.0)
 # --clock: the table's rows (episode steps 0 .. 254, then one row for every later step) and its candidate shrinkages,
 # in residuals of 0 added to each cell (fit_clock_table picks one per offset).
 CLOCK_ROWS = 256
@@ -675,13 +654,6 @@ def episode_inside(end, horizon):
     episode_ends. Returns [T, N] int64, at most H."""
     steps = torch.arange(end.shape[0], device=end.device)
     return (end.clamp(max=end.shape[0] - 1) - steps[:, None] + 1).clamp(max=horizon)
-
-
-def window_reach(end, horizon):
-    """How many offsets ahead of each decision hold its episode's rewards or, past the rollout's end, the tail's
-    bootstrap (not the zeros after its terminal): up to and including the terminal, else the horizon. Shapes:
-    end [T, N], from episode_ends. Returns [T, N] int64."""
-    return torch.where(end < end.shape[0], episode_inside(end, horizon), horizon)
 
 
 def episode_windows(rewards, terminals, horizon, tail_mu=None):
@@ -713,131 +685,12 @@ def window_sum_variance(targets, window, valid):
     return masked_mean(sums.square(), valid) - masked_mean(sums, valid).square()
 
 
-def effect_floor_at(floor, scale, horizon, reach, valid):
-    """The --effect-floor a batch uses, by --scale-effect-floor. window: floor times sum min(k, 32) / sum k over the
-    batch's decisions, k = reach (`window_reach`), how many offsets ahead of each hold its episode's rewards or the
-    tail's bootstrap, so floor times those pairs, the floor's total weight on them,
-    is what H = 32 would give the same batch; exactly floor where none reaches past 32 offsets. horizon: floor times
-    sqrt(32 / H), at most 1. none: floor. Shapes: reach, valid [T, N]. Returns a float, or for window a 0-d tensor
-    (no device sync)."""
-    if scale == "horizon":
-        return min(1.0, floor * math.sqrt(32 / horizon))
-    if scale == "window":
-        return floor * (reach.clamp(max=32) * valid).sum() / (reach * valid).sum().clamp(min=1)
-    if scale == "none":
-        return floor
-    # A checkpoint saved before 2026-11-24 holds a bool here: True was horizon, False none.
-    raise ValueError(f"--scale-effect-floor must be window, horizon or none, got {scale!r}")
-
-
-def effect_sigma(targets, mu, probs, q, window, floor=0.0, curve=None, memory=0.0):
-    """--sigma effect: the precision weight 1 / sigma[j]^2 is the regression coefficient of the action's whole
-    effect on the residual at offset j, Cov(effect[j], total effect) / Var(residual[j]), at least 0. The effect of
-    action a at offset j is q[a, j] less its policy-weighted mean over actions; the total effect sums it over the
-    kept offsets (j < window). Where the action moves the rewards ahead, coherently, the weight is large; where
-    the reward at j is noise to the action, however predictable, it is near 0; but never below `floor` times the
-    largest weight. An untrained head (q = 0) gives equal weights. Given the running `curve` (--effect-memory), the
-    batch's weights, scaled to a largest of 1, are averaged into it in place, memory * curve + (1 - memory) * them,
-    and the floor applies to the curve.
-    Shapes: targets, mu [T, N, H]; probs [T, N, A]; q [T, N, A, H]; window [T, N]; curve [H]. Returns sigma [H]."""
-    kept = torch.arange(mu.shape[-1], device=mu.device) < window[..., None]
-    # Cov(effect[j], total) = sum_a probs[a] q[a, j] (total[a] - its policy mean): the mean of q over actions cancels.
-    total = torch.einsum("tnah,tnh->tna", q, kept.to(q.dtype))
-    total -= (probs * total).sum(-1, keepdim=True)
-    covariance = torch.einsum("tnah,tna->tnh", q, probs * total).masked_fill_(~kept, 0.0).sum((0, 1))
-    noise = torch.where(kept, targets - mu, 0.0).square().sum((0, 1))
-    omega = covariance.clamp(min=0) / noise.clamp(min=torch.finfo(noise.dtype).tiny)
-    if curve is not None:
-        omega = omega / omega.max().clamp(min=torch.finfo(omega.dtype).tiny)
-        curve.copy_(memory * curve + (1 - memory) * omega)
-        omega = curve
-    omega = torch.maximum(omega, floor * omega.max())
-    return omega.clamp(MIN_SIGMA**2, MAX_SIGMA**2).rsqrt()
-
-
-def gram_eigh(gram):
-    """torch.linalg.eigh of a gram matrix, or, where LAPACK fails to converge on it (many repeated eigenvalues:
-    it happened on Breakout at 200k steps), the SVD of the same symmetric positive semi-definite matrix, which is
-    the same decomposition in another order. Returns (eigenvalues, eigenvectors as columns)."""
-    try:
-        return torch.linalg.eigh(gram)
-    except torch.linalg.LinAlgError:
-        vecs, evals, _ = torch.linalg.svd(gram)
-        return evals, vecs
-
-
-def ridge_path(gram, cross, rows=None):
-    """The ridge fits of ys on xs at every penalty from one eigendecomposition: the fit at penalty r is
-    basis @ (coords / (evals + r)[:, None]). Through the features' gram = xs.T @ xs (with cross = xs.T @ ys); or,
-    given rows = (xs, ys), fewer decisions than features, through the decisions' own gram xs @ xs.T: the dual form
-    of the same fit, xs.T (xs xs.T + r)^-1 ys, which keeps Breakout's 513 features against ~125 decisions per fold
-    cheap. Shapes: gram [F, F]; cross [F, H]; xs [n, F]; ys [n, H]. Returns evals [k], basis [F, k] and
-    coords [k, H], with k = F, or n given rows."""
-    if rows is None:
-        evals, vecs = gram_eigh(gram)
-        return evals.clamp(min=0), vecs, vecs.T @ cross
-    xs, ys = rows
-    evals, vecs = gram_eigh(xs @ xs.T)
-    return evals.clamp(min=0), xs.T @ vecs, vecs.T @ ys
-
-
 def env_halves(num_steps, num_envs, device=None):
-    """The two folds of the batch's cross-validations (fit_effect_head, fit_clock_table): the two halves of the envs,
+    """The two folds of fit_clock_table's cross-validation: the two halves of the envs,
     independent streams, where leave-one-out would let a decision's neighbours in time vouch for it; with one env,
     the two halves of the rollout. Returns [T, N] bool, True in the second fold."""
     steps, envs = torch.meshgrid(torch.arange(num_steps, device=device), torch.arange(num_envs, device=device), indexing="ij")
     return envs >= num_envs / 2 if num_envs > 1 else steps >= num_steps / 2
-
-
-def fit_effect_head(hidden, actions, residual, window, num_actions, num_envs):
-    """The action-conditioned head in closed form: for each action a, the ridge least-squares fit of
-    q[a, j] = w[a, j] . hidden + b[a, j] to the value residuals (reward - mu) j steps ahead of the decisions that
-    took a. Offsets outside a decision's window count as residual 0; autoreset steps (window 0) are left out.
-
-    The ridge is chosen for each action and offset by two-fold cross-validation among EFFECT_RIDGES (times the
-    number of decisions fitted) and q = 0, no effect, on the folds of `env_halves`. Where the features do not predict
-    an action's effect at an offset out of sample (Breakout's 512 features against ~250 decisions per action and
-    batch), q stays at or near 0 there instead of fitting the batch's noise, which the weights would read as an
-    effect; where they do (the Ocean envs' rewarded offsets), the ridge stays small. An action nobody took keeps
-    q = 0. Returns the head's weight [A * H, F] and bias [A * H].
-    Shapes: hidden [B, F], its rows time-major ([T, N] flattened); actions, window [B]; residual [B, H]."""
-    B, H = residual.shape
-    x = torch.cat([hidden, hidden.new_ones(B, 1)], 1).double()  # the bias as a last feature
-    residual = torch.where(torch.arange(H, device=residual.device) < window[:, None], residual, 0.0).double()
-    fold = env_halves(B // num_envs, num_envs, x.device).view(-1)
-    ridges = torch.cat([EFFECT_RIDGES.to(x), x.new_tensor([math.inf])])  # the last: q = 0
-    head = []
-    for a in range(num_actions):
-        took = (actions == a) & (window > 0)
-        halves = [(x[took & (fold == half)], residual[took & (fold == half)]) for half in (False, True)]
-        if min(len(xs) for xs, _ in halves) == 0:  # too few decisions to validate a fit: no effect
-            head.append(x.new_zeros(H, x.shape[1]))
-            continue
-        few = took.sum() < x.shape[1]  # fewer decisions than features (Breakout's regime): no feature grams at all
-        moments = [(xs, ys, None, None) if few else (xs, ys, xs.T @ xs, xs.T @ ys) for xs, ys in halves]
-        # Each ridge's squared error on the other half at each offset, both ways round. On the fitting half's basis
-        # its fit is d * coords, so the error needs only the other half's moments on that basis.
-        errors = x.new_zeros(len(ridges), H)
-        for (xs, ys, gram, cross), (xs_out, ys_out, gram_out, cross_out) in (moments, moments[::-1]):
-            evals, basis, coords = ridge_path(gram, cross, (xs, ys) if len(xs) < x.shape[1] else None)
-            d = 1.0 / (evals + ridges[:, None] * (len(xs) + 1))  # [ridges, k]
-            fits = d[:, :, None] * coords  # [ridges, k, H]
-            if few:  # the other half's decisions on the basis
-                seen = xs_out @ basis
-                basis_gram_out, basis_cross_out = seen.T @ seen, seen.T @ ys_out
-            else:
-                basis_gram_out, basis_cross_out = basis.T @ gram_out @ basis, basis.T @ cross_out
-            fit_dot_out = (fits * basis_cross_out).sum(1)  # sum over the other half of prediction . residual
-            fit_square = (fits * (basis_gram_out @ fits)).sum(1)  # and of prediction^2
-            errors += ys_out.square().sum(0) - 2 * fit_dot_out + fit_square
-        if few:
-            evals, basis, coords = ridge_path(None, None, (x[took], residual[took]))
-        else:
-            evals, basis, coords = ridge_path(moments[0][2] + moments[1][2], moments[0][3] + moments[1][3])
-        ridge = ridges[errors.argmin(0)] * (took.sum() + 1)  # [H]; inf where q = 0 won
-        head.append((basis @ (coords / (evals[:, None] + ridge))).T)  # [H, F + 1]
-    head = torch.cat(head).to(hidden.dtype)  # [A * H, F + 1], in q's order [A, H]
-    return head[:, :-1], head[:, -1]
 
 
 def fit_clock_table(clocks, residual, window, num_envs):
@@ -867,11 +720,6 @@ def fit_clock_table(clocks, residual, window, num_envs):
         errors += (counts[other] * cells.square() - 2 * cells * sums[other]).sum(1)
     prior = priors.view(-1)[errors.argmin(0)]  # [H]; inf where no table won
     return ((sums[0] + sums[1]) / (counts[0] + counts[1] + prior)).float()
-
-
-def uses_effect_head(args):
-    """Whether a run needs the action-conditioned head: for --sigma effect."""
-    return args.sigma == "effect"
 
 
 def precision(sigma):
@@ -963,7 +811,7 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    def __init__(self, obs_dim, num_actions, hidden_size, horizon, effect_head=False, clock=False):
+    def __init__(self, obs_dim, num_actions, hidden_size, horizon, clock=False):
         super().__init__()
         self.network = nn.Sequential(
             layer_init(nn.Linear(obs_dim, hidden_size)),
@@ -976,31 +824,17 @@ class Agent(nn.Module):
         # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
         self.critic = layer_init(nn.Linear(hidden_size, horizon), std=0)
         self.log_sigma = nn.Parameter(torch.zeros(horizon))
-        # --sigma effect: q[a, j] predicts how far the reward j steps ahead of action a
-        # lands from mu[j] (the taken action's part of the value residual), read off the trunk's features without
-        # training them, so the head measures the action's effect and changes nothing else. No optimizer moves
-        # it: every iteration fit_effect_head refits it in closed form to the batch just used, for the next one
-        # (Adam's steps jittered its A x H outputs). An action the policy
-        # has stopped taking keeps q near 0, no effect.
-        self.num_actions, self.horizon = num_actions, horizon
-        self.effect = layer_init(nn.Linear(hidden_size, num_actions * horizon), std=0) if effect_head else None
-        if self.effect is not None:
-            self.effect.requires_grad_(False)
-        # --clock: c[s, j] added to mu[j] for a decision s steps into its episode, refitted like the head above
+        # --clock: c[s, j] added to mu[j] for a decision s steps into its episode, refitted in closed form each iteration
         self.register_buffer("clock_table", torch.zeros(CLOCK_ROWS, horizon) if clock else None)
-        # --effect-memory: the running weight curve of --sigma effect (the head's weights are refitted; this carries over)
-        self.register_buffer("weight_curve", torch.zeros(horizon) if self.effect is not None else None)
 
     def get_value(self, x):
         return self.critic(self.network(x))
 
     def load_state_dict(self, state_dict, strict=True):
-        """A checkpoint written before --clock existed has no table, nor one before --effect-memory a weight curve:
-        --eval-checkpoint plays it without them (--resume refuses such checkpoints)."""
+        """A checkpoint written before --clock existed has no table: --eval-checkpoint plays it without one (--resume
+        refuses such checkpoints)."""
         if self.clock_table is not None and "clock_table" not in state_dict:
             self.clock_table = None
-        if self.weight_curve is not None and "weight_curve" not in state_dict:
-            self.weight_curve = None
         return super().load_state_dict(state_dict, strict)
 
     def clock_mu(self, clock):
@@ -1010,12 +844,8 @@ class Agent(nn.Module):
         return self.clock_table.index_select(0, clock.clamp(0, CLOCK_ROWS - 1).reshape(-1)).view(*clock.shape, -1)
 
     def get_features(self, x):
-        """The trunk's features [B, F]: the rollout keeps them for the action-conditioned head."""
+        """The trunk's features [B, F]: the rollout keeps them for the clock table's refit."""
         return self.network(x)
-
-    def get_action_effects(self, hidden):
-        """From the trunk's features [B, F]: the policy's probabilities [B, A] and the action-conditioned residuals q [B, A, H]."""
-        return Categorical(logits=self.actor(hidden)).probs, self.effect(hidden).view(-1, self.num_actions, self.horizon)
 
     def get_logits(self, x):
         return self.actor(self.network(x))
@@ -1148,12 +978,6 @@ def check_args(args):
         errors.append(f"--num-minibatches {args.num_minibatches} must divide the batch, --num-envs x --num-steps = {args.num_envs * args.num_steps}")
     if args.total_timesteps < 0:
         errors.append(f"--total-timesteps must be >= 0 (0: the env's own budget), got {args.total_timesteps}")
-    if not 0.0 <= args.effect_floor <= 1.0:
-        errors.append(f"--effect-floor must be in [0, 1], got {args.effect_floor}")
-    if args.scale_effect_floor not in ("window", "horizon", "none"):
-        errors.append(f"--scale-effect-floor must be window, horizon or none, got {args.scale_effect_floor!r}")
-    if not 0.0 <= args.effect_memory < 1.0:
-        errors.append(f"--effect-memory must be in [0, 1) (0: each batch's own curve), got {args.effect_memory}")
     if not args.window_loss_coef >= 0:
         errors.append(f"--window-loss-coef must be >= 0 (0: the NLL alone), got {args.window_loss_coef}")
     if not args.learning_rate > 0:
@@ -1198,7 +1022,7 @@ def train(args, checkpoint=None):
     envs = env_class(args.num_envs, device=device, seed=args.seed, **env_options(args))
     print(f"{args.env_id}: {advantage_note}; runs/{run_name}", flush=True)
 
-    agent = Agent(envs.obs_dim, envs.num_actions, args.hidden_size, args.horizon, uses_effect_head(args), args.clock).to(device)
+    agent = Agent(envs.obs_dim, envs.num_actions, args.hidden_size, args.horizon, args.clock).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     # ALGO Logic: Storage setup
@@ -1259,7 +1083,7 @@ def train(args, checkpoint=None):
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                hiddens[step] = agent.get_features(next_obs)  # kept for the action-conditioned head
+                hiddens[step] = agent.get_features(next_obs)  # kept for the clock table's refit
                 clocks[step] = torch.as_tensor(envs.episode_length, device=device)  # the env's count of the episode's decisions
                 action, logprob, _, mu = agent.get_action_and_value(next_obs, hidden=hiddens[step])
                 mus[step] = mu + agent.clock_mu(clocks[step])
@@ -1288,15 +1112,6 @@ def train(args, checkpoint=None):
             ends = episode_ends(terminals)
             value_inside = episode_inside(ends, args.horizon) * real
             sigma = agent.log_sigma.clamp(-10, 10).exp()
-            # --effect-memory: the running weight curve, a copy until the update has gone through (a crash keeps the last good one)
-            weight_curve = agent.weight_curve.clone() if args.sigma == "effect" and args.effect_memory > 0 else None
-            if args.sigma == "effect":  # the action-conditioned head on the rollout's features
-                hidden = hiddens.view(args.batch_size, -1)
-                probs, q = agent.get_action_effects(hidden)
-                probs, q = probs.view(args.num_steps, args.num_envs, -1), q.view(args.num_steps, args.num_envs, -1, args.horizon)
-                reach = window_reach(ends, args.horizon)
-                floor = effect_floor_at(args.effect_floor, args.scale_effect_floor, args.horizon, reach, valid)
-                sigma = effect_sigma(value_targets, mus, probs, q, value_window, floor, weight_curve, args.effect_memory)
             tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device))
             advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu)
             advantages *= valid  # autoreset steps are not decisions
@@ -1383,16 +1198,10 @@ def train(args, checkpoint=None):
             writer.close()
             sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
-        if agent.effect is not None:  # refit the head to this batch, for the next (fitted to the batch it corrects, it would depend on its actions)
-            weight, bias = fit_effect_head(hidden, actions.reshape(-1), (value_targets - mus).reshape(args.batch_size, -1), value_window.reshape(-1), agent.num_actions, args.num_envs)
-            agent.effect.weight.copy_(weight)
-            agent.effect.bias.copy_(bias)
         if agent.clock_table is not None:  # refit the table to what the updated critic still misses on this batch, for the next
             with torch.no_grad():  # (fitted to the rollout's critic, it would count twice what the update just taught the critic)
-                critic_mu = agent.critic(hiddens)  # on the features the rollout kept, as the effect head
+                critic_mu = agent.critic(hiddens)  # on the features the rollout kept
             agent.clock_table.copy_(fit_clock_table(clocks, value_targets - critic_mu, value_window, args.num_envs))
-        if weight_curve is not None:
-            agent.weight_curve.copy_(weight_curve)
         timer.lap("advantage")
 
         # Explained variance of the predictions the rollout made, before this update (out of sample, as PPO's): of each
@@ -1433,8 +1242,6 @@ def train(args, checkpoint=None):
         writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
         writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
         writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
-        if args.sigma == "effect":
-            writer.add_scalar("charts/effect_floor", float(floor), global_step)
         writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
         log_weight_curve(writer, sigma, global_step)
         for phase, seconds in timer.totals.items():
@@ -1467,7 +1274,7 @@ def evaluate(args):
     torch.manual_seed(args.seed)
     env_class = OCEAN_ENVS[run_args.env_id]
     envs = env_class(args.eval_episodes, device=device, seed=args.seed, **env_options(run_args))
-    agent = Agent(envs.obs_dim, envs.num_actions, run_args.hidden_size, run_args.horizon, uses_effect_head(run_args), run_args.clock).to(device)
+    agent = Agent(envs.obs_dim, envs.num_actions, run_args.hidden_size, run_args.horizon, run_args.clock).to(device)
     agent.load_state_dict(checkpoint["model"])
     returns = torch.full((args.eval_episodes,), float("nan"), device=device)
     scores = returns.clone()

@@ -3,7 +3,7 @@
     python benchmarks/ocean_studies.py horizon      # p3o_ocean.py at H = 16, 32, 64, 128, 256 on every env
     python benchmarks/ocean_studies.py versus       # P3O (default H) against PPO at gamma 0.99 and at the best gamma of a sweep
     python benchmarks/ocean_studies.py delay        # the delay env at D = 1, 8, 32, 64, 100: each algorithm's score against D
-    python benchmarks/ocean_studies.py ablations    # clock on/off, sigma effect/learned, the weight memory, the floor's scaling, the previous defaults
+    python benchmarks/ocean_studies.py ablations    # the clock and the window loss, each off
     python benchmarks/ocean_studies.py throughput   # SPS and the advantage's share of an iteration, P3O against GAE (alone)
     python benchmarks/ocean_studies.py probes       # P3O at H = 32 and 128 and PPO's gamma sweep on the horizon probes (PROBES), 95% CIs
     python benchmarks/ocean_studies.py probe-ablations  # each component of the default removed, and the smallest P3O, on the probes
@@ -48,31 +48,16 @@ RUNS_FILE = RESULTS / "ocean_runs.jsonl"
 BUDGETS = {"bandit": 393_216, "password": 262_144, "stochastic": 262_144, "squared": 524_288, "delay": 786_432, "forage": 655_360, "mixed": 655_360}
 ENVS = list(BUDGETS)
 HORIZONS = [16, 32, 64, 128, 256]
-# Earlier defaults that today's script can still run, each with today's clip and no window loss (as they ran until
-# 2026-11-25). SQRT_FLOOR (until 2026-11-24): the effect floor times sqrt(32 / H) rather than by the share of the
-# windows within 32 offsets. PER_BATCH, the one before (until the evening of 2026-11-23): each batch's own weight
-# curve, the floor 0.5 at every H. The defaults before those (the original algorithm's advantage, the window cut at
-# the terminal, the effect subtractions) left the scripts; docs/ablations.md names the commit that runs them.
-# Both weigh the offsets by the action's effect (--sigma effect), the Ocean default until the one default.
-SQRT_FLOOR = {"sigma": "effect", "scale_effect_floor": "horizon", "window_loss_coef": 0.0}
-PER_BATCH = {"sigma": "effect", "effect_memory": 0.0, "scale_effect_floor": "none", "window_loss_coef": 0.0}
-# Earlier defaults beside today's, at H = 32 and 128, on the envs where each made H matter. The full before/after
-# across the changes of default is in the research log, from this study's CSV at the commits named there.
-BEFORE = [
-    ("each batch's weights, the floor 0.5 at every H", PER_BATCH, ["delay", "forage"]),
-    ("the floor times sqrt(32 / H) (the previous default)", SQRT_FLOOR, ["mixed", "delay", "forage"]),
-]
+# Earlier defaults beside today's in the horizon study: none that today's script can run. The earlier defaults (the
+# effect weights with their floors and memory, the original algorithm's advantage, the window cut at the terminal,
+# the effect subtractions) left the scripts; docs/ablations.md names the commit that runs each.
+BEFORE = []
 GAMMAS = [0.9, 0.99, 0.999]  # the PPO sweep; 0.99 is the untuned baseline
 DELAYS = [1, 8, 32, 64, 100]
 DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizon end
-# Each a choice that is not the default, with its label in the tables: the clock, the effect weights with their
-# curve's memory and their floor's scaling, and earlier defaults. The choices that left the scripts are in
+# Each a choice that is not the default, with its label in the tables. The choices that left the scripts are in
 # docs/ablations.md with the commit that runs them.
-ABLATIONS = [
-    ("no clock", {"clock": False}), ("effect weights", {"sigma": "effect"}),
-    ("effect weights, each batch's own", {"sigma": "effect", "effect_memory": 0.0}), ("effect weights, floor 0.5 at every H", {"sigma": "effect", "scale_effect_floor": "none"}),
-    ("floor x sqrt(32 / H), the previous default", SQRT_FLOOR), ("memory 0, floor 0.5, an earlier default", PER_BATCH),
-]
+ABLATIONS = [("no clock", {"clock": False}), ("no window loss", {"window_loss_coef": 0.0})]
 ABLATION_ENVS = ["delay", "forage"]  # long-horizon probes, where the choices can matter (budgeted to one session)
 ABLATION_DELAY = 32  # delay runs in the ablations use this D, where the horizon matters
 THROUGHPUT_STEPS = 262_144  # 8 iterations: the first one's start-up costs are a small share
@@ -88,17 +73,13 @@ PROBES = {
     "choice": ("choice", {"choice_distance": 96}, 1_572_864),  # 0.7 now or 1.0 in 96 steps; episodes of 388
 }
 PROBE_HORIZONS = [32, 128]
-# The ablation on the probes, both ways: each component of the one default removed alone, the smallest P3O (the
-# windows past the terminal and the tail bootstrap, with the learned sigma) with nothing else, and the effect weights
-# (the Ocean default until the one default) with their weight memory and floor rule. The rows of the components
-# that left the scripts, and of the defaults before the window loss was divided by the window sums' variance or the
-# clock's table centred, are in docs/ablations.md with the commit that runs them.
-EFFECT = {"sigma": "effect"}
+# The ablation on the probes, both ways: each component of the one default removed alone, and the smallest P3O (the
+# windows past the terminal and the tail bootstrap, with the learned sigma) with nothing else. The rows of the
+# components that left the scripts (the effect weights, with their memory and floor rule, among them) are in
+# docs/ablations.md with the commit that runs them.
 SMALLEST = {"clock": False, "window_loss_coef": 0.0}
 PROBE_ABLATIONS = [
     ("default", {}), ("no clock", {"clock": False}), ("no window loss", {"window_loss_coef": 0.0}), ("smallest: no clock, no window loss", SMALLEST),
-    ("effect weights", EFFECT), ("effect weights, no weight memory", {**EFFECT, "effect_memory": 0.0}),
-    ("effect weights, floor not scaled", {**EFFECT, "scale_effect_floor": "none"}),
 ]
 TAG = ""  # --tag: appended to the CSV and PNG names, so a run with other seeds or horizons keeps the main files
 
@@ -348,7 +329,7 @@ def horizon_study(opts):
                 print(f"{env:<12}" + "".join(f"{'H=' + str(H)}: {m:.4f} +-{s:.4f}   " for H, (m, s) in zip((32, 128), stats)) + ("invariant" if holds else "NOT invariant"))
                 ax.errorbar([32, 128], [m for m, _ in stats], yerr=[s for _, s in stats], marker=marker, capsize=3, linestyle="--", label=label)
                 ax.legend(fontsize=7)
-    path = write_csv("horizon", rows + before, ["env", "horizon", "sigma", "subtract_later_effects", "subtract_earlier_effects", "tail", "zeros_after_terminal", "clock", "effect_memory", "scale_effect_floor", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
+    path = write_csv("horizon", rows + before, ["env", "horizon", "clock", "window_loss_coef", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
     settings = "".join(f", {name}={value}" for name, value in opts.set.items())
     fig.suptitle(f"P3O horizon invariance{settings}: final score vs H ({len(opts.seeds)} seeds, mean +- std)")
     fig.tight_layout()
@@ -520,12 +501,11 @@ def ablation_study(opts):
 
 
 def throughput_study(opts):
-    """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, and at H = 128 with
-    an earlier default (the effect weights, each batch's own curve, the floor 0.5 at every H) and with the effect
-    weights (the Ocean default until the one default), on squared and delay, one process at a time and alternating,
-    so the ratios are taken side by side (run it alone)."""
+    """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, and at H = 128 without
+    the clock, on squared and delay, one process at a time and alternating, so the ratios are taken side by side (run
+    it alone)."""
     configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}),
-               ("H=128 earlier", "p3o", dict(PER_BATCH, horizon=128)), ("H=128 effect weights", "p3o", dict(EFFECT, horizon=128))]
+               ("H=128 no clock", "p3o", {"horizon": 128, "clock": False})]
     rows = []
     for repeat in range(opts.repeats):
         for env in ("squared", "delay"):

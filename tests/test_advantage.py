@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import EDGE_SHAPES, KERNEL, done_at_every_position, edge_cases, host_advantage, reference_advantage
-from p3o_ocean import CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, effect_floor_at, effect_sigma, episode_ends, episode_inside, episode_windows, fit_clock_table, fit_effect_head, p3o_advantage, ridge_path, window_reach, window_sum_variance
+from p3o_ocean import CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, episode_ends, episode_inside, episode_windows, fit_clock_table, p3o_advantage, window_sum_variance
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -136,149 +136,6 @@ def test_episode_windows_targets_and_lengths():
     # The pairs inside the episode and the rollout: up to the terminal or the rollout's end.
     assert episode_inside(episode_ends(terminals), 3)[:, 0].tolist() == [3, 2, 1, 2, 1]
     assert episode_inside(episode_ends(terminals), 2)[:, 0].tolist() == [2, 2, 1, 2, 1]
-    # And the reach of the floor's rule: inside the episode, or on over the tail to H where the rollout cuts it.
-    assert window_reach(episode_ends(terminals), 3)[:, 0].tolist() == [3, 2, 1, 3, 3]
-
-
-def test_effect_sigma_weighs_each_offset_by_its_share_of_the_actions_total_effect():
-    rewards = torch.arange(1.0, 6.0)[:, None]  # T = 5, N = 1, as above: windows k = 4, 4, 4, 2, 1
-    terminals = torch.tensor([[0.0], [0.0], [1.0], [0.0], [0.0]])
-    targets, k = episode_windows(rewards, terminals, 4)
-    mu, probs = torch.zeros(5, 1, 4), torch.full((5, 1, 2), 0.5)
-    # Squared residuals per offset over the kept pairs: 55, 38, 9 and 0 (offset 3 holds only zeros after the terminal).
-    # An untrained head (q = 0): no effect anywhere, equal weights, the advantage a plain sum of residuals.
-    q = torch.zeros(5, 1, 2, 4)
-    sigma = effect_sigma(targets, mu, probs, q, k)
-    assert torch.equal(sigma, torch.full((4,), MAX_SIGMA))
-    flat = p3o_advantage(rewards, terminals, mu, sigma, torch.zeros(1, 4))
-    torch.testing.assert_close(flat, targets.sum(-1))
-    # Action 1 adds 2 at offset 0: effect +-1 there and in total, so Cov = 0.5 * 1 + 0.5 * 1 = 1 per decision,
-    # 5 in all, over 55: weight 1/11; the offsets without effect get 0, or `floor` times the largest weight.
-    q[:, :, 1, 0] = 2.0
-    torch.testing.assert_close(effect_sigma(targets, mu, probs, q, k), torch.tensor([11.0**0.5, MAX_SIGMA, MAX_SIGMA, MAX_SIGMA]))
-    torch.testing.assert_close(effect_sigma(targets, mu, probs, q, k, floor=0.5), torch.tensor([11.0, 22.0, 22.0, 22.0]).sqrt())
-    # An effect spread over offsets 0 and 1 (+1 each for action 1): effect +-0.5 at each; the total is +-1 where the
-    # window keeps both (decisions 0 to 3) and +-0.5 where it keeps one (4): Cov 2.25 at offset 0, 2.0 at 1.
-    q.zero_()
-    q[:, :, 1, :2] = 1.0
-    torch.testing.assert_close(effect_sigma(targets, mu, probs, q, k), torch.tensor([55 / 2.25, 38 / 2.0, MAX_SIGMA**2, MAX_SIGMA**2]).sqrt())
-    # A near reward bought with a larger loss later (+1 at offset 0, -2 at 1): offset 0's effect opposes the total
-    # where the window sees both, and its weight falls to 0: Cov = 2 * 0.25 - 3 * 0.25 < 0.
-    q[:, :, 1, 1] = -2.0
-    sigma = effect_sigma(targets, mu, probs, q, k)
-    assert sigma[0] == MAX_SIGMA and sigma[1] < MAX_SIGMA
-    # Probabilities weigh the effect: a deterministic policy has no alternative action, so no effect at all.
-    assert torch.equal(effect_sigma(targets, mu, torch.tensor([1.0, 0.0]).expand(5, 1, 2), q, k), torch.full((4,), MAX_SIGMA))
-
-
-def test_effect_memory_averages_the_weight_curves_of_the_batches_and_floors_the_average():
-    """--effect-memory: each batch's weights, scaled to a largest of 1, go into the running curve in place as
-    memory * curve + (1 - memory) * them, and the floor applies to the curve, not to the batch. A weight that
-    spikes at a different offset in each batch (noise) ends up spread; one at the same offset stays sharp."""
-    rewards = torch.arange(1.0, 6.0)[:, None]
-    terminals = torch.tensor([[0.0], [0.0], [1.0], [0.0], [0.0]])
-    targets, k = episode_windows(rewards, terminals, 4)
-    mu, probs = torch.zeros(5, 1, 4), torch.full((5, 1, 2), 0.5)
-    q = torch.zeros(5, 1, 2, 4)
-    q[:, :, 1, 0] = 2.0  # the batch's weights: 1/11 at offset 0, 0 elsewhere (above)
-    curve = torch.zeros(4)
-    sigma = effect_sigma(targets, mu, probs, q, k, floor=0.5, curve=curve, memory=0.75)
-    torch.testing.assert_close(curve, torch.tensor([0.25, 0.0, 0.0, 0.0]))  # 0.75 * 0 + 0.25 * [1, 0, 0, 0]
-    torch.testing.assert_close(sigma, torch.tensor([4.0, 8.0, 8.0, 8.0]).sqrt())  # 1 / the floored curve
-    # The same batch again: the curve keeps its shape (and the sigma its ratios), whatever its scale.
-    effect_sigma(targets, mu, probs, q, k, curve=curve, memory=0.75)
-    torch.testing.assert_close(curve, torch.tensor([0.4375, 0.0, 0.0, 0.0]))
-    # The effect moves to offset 1 (its batch weight 0.75 / 38 there, scaled to 1): both offsets now hold weight.
-    q.zero_()
-    q[:, :, 1, 1] = 2.0
-    sigma = effect_sigma(targets, mu, probs, q, k, curve=curve, memory=0.75)
-    torch.testing.assert_close(curve, torch.tensor([0.328125, 0.25, 0.0, 0.0]))
-    torch.testing.assert_close(sigma, curve.clamp(min=MIN_SIGMA**2).rsqrt())
-    # Without memory the batch alone decides: offset 0 drops to no weight at once.
-    assert effect_sigma(targets, mu, probs, q, k)[0] == MAX_SIGMA
-
-
-def test_the_window_scaled_effect_floor_keeps_the_floors_total_weight_at_h_32s():
-    ones = torch.ones(128, 3)
-    # Episodes of 32 steps, aligned with the rollout (mixed): no window reaches past 32 offsets at any H.
-    ends = episode_ends((torch.arange(128) % 32 == 31).float()[:, None].expand(128, 3))
-    for horizon in (16, 32, 128, 256):
-        reach = window_reach(ends, horizon)
-        assert effect_floor_at(0.5, "window", horizon, reach, ones).item() == 0.5
-    # Episodes of 68 steps (delay at D = 4): the rollout cuts the second one, whose windows run on over the tail.
-    ends = episode_ends((torch.arange(128) == 67).float()[:, None].expand(128, 3))
-    reach32, reach128 = window_reach(ends, 32), window_reach(ends, 128)
-    assert effect_floor_at(0.5, "window", 32, reach32, ones).item() == 0.5
-    floor = effect_floor_at(0.5, "window", 128, reach128, ones).item()
-    # floor times the kept pairs at H = 128 is 0.5 times those at H = 32.
-    assert abs(floor * reach128.sum().item() - 0.5 * reach32.sum().item()) < 1e-3 * reach32.sum().item()
-    assert 0.1 < floor < 0.25
-    # Decisions that are not (valid 0) do not count; with none, the floor is 0 rather than NaN.
-    valid = torch.zeros(128, 3)
-    valid[:68] = 1  # only the first episode, which ends inside the rollout: its windows stop at 68 - t
-    expected = 0.5 * reach128[:68].clamp(max=32).sum().item() / reach128[:68].sum().item()
-    assert abs(effect_floor_at(0.5, "window", 128, reach128, valid).item() - expected) < 1e-6
-    assert effect_floor_at(0.5, "window", 128, reach128, torch.zeros(128, 3)).item() == 0.0
-
-
-def test_the_horizon_scaled_effect_floor_and_no_scaling():
-    assert effect_floor_at(0.5, "horizon", 32, None, None) == 0.5
-    assert effect_floor_at(0.5, "horizon", 128, None, None) == 0.25 and effect_floor_at(0.5, "horizon", 8, None, None) == 1.0  # at most 1
-    for horizon in (16, 64, 128, 256):  # (H - 1) * floor^2 within 4% of H = 32's at every H
-        assert abs((horizon - 1) * effect_floor_at(0.5, "horizon", horizon, None, None) ** 2 / (31 * 0.25) - 1) < 0.04
-    assert effect_floor_at(0.5, "none", 256, None, None) == 0.5 and effect_floor_at(0.0, "horizon", 16, None, None) == 0.0
-    with pytest.raises(ValueError, match="window, horizon or none"):  # an old checkpoint's bool is not taken as none
-        effect_floor_at(0.5, True, 128, None, None)
-
-
-def test_fit_effect_head_recovers_each_actions_linear_residuals_inside_the_windows():
-    """Residuals that are an exact linear function of the features, a different one per action: the closed-form
-    fit recovers it (cross-validation picks a small ridge), reads offsets outside a window as 0, ignores autoreset
-    steps, and leaves an action nobody took at q = 0."""
-    generator = torch.Generator().manual_seed(2)
-    B, F, A, H = 4000, 5, 3, 4
-    hidden = torch.randn(B, F, generator=generator)
-    actions = torch.randint(0, 2, (B,), generator=generator)  # action 2 is never taken
-    true_w, true_b = torch.randn(A, H, F, generator=generator), torch.randn(A, H, generator=generator)
-    residual = torch.einsum("ahf,bf->bah", true_w, hidden)[torch.arange(B), actions] + true_b[actions]
-    window = torch.full((B,), H)
-    window[:1000] = 2  # offsets 2 and 3 of these decisions are outside their windows: they count as 0
-    window[1000:1100] = 0  # autoreset steps: their residuals are garbage and must not count
-    residual[1000:1100] = 1e6
-    weight, bias = fit_effect_head(hidden, actions, residual, window, A, num_envs=8)
-    assert weight.shape == (A * H, F) and bias.shape == (A * H,)
-    weight, bias = weight.view(A, H, F), bias.view(A, H)
-    torch.testing.assert_close(weight[:2, :2], true_w[:2, :2], atol=0.02, rtol=0.0)
-    torch.testing.assert_close(bias[:2, :2], true_b[:2, :2], atol=0.02, rtol=0.0)
-    # At offsets 2 and 3, a quarter of each action's kept decisions read 0: the fit is shrunk towards 0, not exact.
-    assert (weight[:2, 2:] - 0.75 * true_w[:2, 2:]).abs().max() < 0.3 and (weight[:2, 2:] - true_w[:2, 2:]).abs().max() > 0.05
-    assert not weight[2].any() and not bias[2].any()
-    q = torch.einsum("ahf,bf->bah", weight, hidden) + bias
-    assert q.abs().max() < 100  # the autoreset rows' 1e6 did not leak in
-
-
-@pytest.mark.parametrize("num_envs", [8, 1])
-def test_fit_effect_head_stays_at_no_effect_where_the_features_predict_nothing_out_of_sample(num_envs):
-    """Residuals that are pure noise, against many features and few decisions per action (Breakout's regime:
-    512 features, ~250 decisions): a least-squares fit interpolates the batch's noise, and the subtractions would
-    add it to the advantage. Cross-validation across the halves of the envs (of the rollout, with one env) must
-    keep q at no effect, or so near it that q on fresh states stays far below the noise it would have fitted (the
-    choice is made per offset, so by chance some offsets keep a heavily shrunk fit)."""
-    generator = torch.Generator().manual_seed(3)
-    B, F, A, H = 1024, 512, 4, 8
-    hidden = torch.randn(B, F, generator=generator).relu()
-    actions = torch.randint(0, A, (B,), generator=generator)
-    residual = torch.randn(B, H, generator=generator)
-    weight, bias = fit_effect_head(hidden, actions, residual, torch.full((B,), H), A, num_envs)
-    fresh = torch.randn(B, F, generator=generator).relu()
-    q = fresh @ weight.T + bias
-    assert q.std() < 0.1  # the fixed ridge's interpolating fit gives q of the residuals' own size: std 1.01
-    # The same features with a real effect of action 0 (its residuals shifted by +1 at every offset): that is
-    # predictable out of sample, and the head finds it.
-    residual[actions == 0] += 1.0
-    weight, bias = fit_effect_head(hidden, actions, residual, torch.full((B,), H), A, num_envs)
-    q = (fresh @ weight.T + bias).view(B, A, H)
-    assert (q[:, 0].mean() - 1.0).abs() < 0.2 and q[:, 1:].abs().mean() < 0.1
 
 
 def test_fit_clock_table_recovers_how_the_residual_varies_with_the_clock_at_each_offset():
@@ -340,41 +197,6 @@ def test_fit_clock_table_stays_near_zero_where_the_clock_predicts_nothing(num_en
         else:  # measured: 1.18 against 1.24 (unshrunk) and 2.00 (none)
             assert errors["table"] < errors["means"] - 0.03 and errors["table"] < errors["none"] - 0.1, errors
             assert 0.4 < table[150:].mean() < 1.1 and -1.1 < table[:150].mean() < -0.4  # shrunk: ~3 decisions a cell
-
-
-@pytest.mark.parametrize("rows", [40, 12])
-def test_ridge_path_gives_the_ridge_solution_at_every_penalty_through_either_gram(rows):
-    """The fit at penalty r is (X'X + r I)^-1 X'Y, whether through the features' gram (more rows than features)
-    or the rows' own (fewer: the dual form, Breakout's regime); the two agree with each other and the direct solve."""
-    generator = torch.Generator().manual_seed(5)
-    xs, ys = torch.randn(rows, 20, generator=generator, dtype=torch.float64), torch.randn(rows, 3, generator=generator, dtype=torch.float64)
-    gram, cross = xs.T @ xs, xs.T @ ys
-    paths = [ridge_path(gram, cross)] + ([ridge_path(gram, cross, (xs, ys))] if rows < 20 else [])
-    for r in (1e-3, 1.0, 1e3):
-        direct = torch.linalg.solve(gram + r * torch.eye(20, dtype=torch.float64), cross)
-        for evals, basis, coords in paths:
-            assert basis.shape == (20, len(evals)) and coords.shape == (len(evals), 3) and (evals >= 0).all()
-            torch.testing.assert_close(basis @ (coords / (evals[:, None] + r)), direct, rtol=1e-7, atol=1e-9)
-    if rows < 20:
-        assert len(paths[1][0]) == rows  # the dual form decomposes a rows x rows matrix, not the features'
-
-
-def test_fit_effect_head_survives_an_eigendecomposition_that_fails_to_converge(monkeypatch):
-    """LAPACK's eigh failed to converge on a Breakout gram at 200k steps and killed the run; the SVD of the same
-    matrix must stand in and give the same head."""
-    generator = torch.Generator().manual_seed(4)
-    B, F, A, H = 512, 6, 2, 3
-    hidden, actions = torch.randn(B, F, generator=generator), torch.randint(0, A, (B,), generator=generator)
-    residual = hidden[:, :H] * (actions[:, None] == 0) + 0.1 * torch.randn(B, H, generator=generator)
-    expected = fit_effect_head(hidden, actions, residual, torch.full((B,), H), A, 8)
-
-    def fails(matrix):
-        raise torch.linalg.LinAlgError("linalg.eigh: The algorithm failed to converge")
-
-    monkeypatch.setattr(torch.linalg, "eigh", fails)
-    for got, want in zip(fit_effect_head(hidden, actions, residual, torch.full((B,), H), A, 8), expected):
-        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-    assert expected[0].abs().max() > 0.5  # a real fit was compared, not two zero heads
 
 
 def test_host_build_is_independent_of_the_launch_shape():

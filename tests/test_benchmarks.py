@@ -60,7 +60,7 @@ def test_runs_are_cached_and_resumable(tmp_path, monkeypatch):
 
 
 def test_rows_are_matched_on_their_options_not_on_other_fields():
-    row = {"algo": "p3o", "env": "delay", "options": {"horizon": 128, "effect_floor": 0.25}, "horizon": 16.0}
+    row = {"algo": "p3o", "env": "delay", "options": {"horizon": 128, "window_loss_coef": 0.25}, "horizon": 16.0}
     assert ocean_studies.seeds_of([row], env="delay", horizon=128) == [row]
     assert ocean_studies.seeds_of([row], env="delay", horizon=16) == []
 

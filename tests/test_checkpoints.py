@@ -85,15 +85,15 @@ def test_resume_reaches_the_same_parameters(script, tmp_path, monkeypatch):
 def test_resume_with_the_clock_mid_episode_is_exact(script, env_id, tmp_path, monkeypatch):
     """--clock reads each env's count of its episode's decisions, which the checkpoint's env state carries: delay's
     68-step episodes are cut by the iteration-3 checkpoint (48 steps in), and the resumed run still ends
-    bit-identical, the clock table and --effect-memory's weight curve (buffers of the model) included. Controls: a
-    clock that restarted at 0 would not, nor a weight curve that restarted empty. (Seed 2 at H = 16: the centred
-    table keeps 12 of its offsets by iteration 7; at H = 8 cross-validation keeps none this early.)"""
+    bit-identical, the clock table (a buffer of the model) included. Control: a clock that restarted at 0 would not.
+    (Seed 2 at H = 16: the centred table keeps some of its offsets by iteration 7; at H = 8 cross-validation keeps
+    none this early.)"""
     module, _ = SCRIPTS[script]
     monkeypatch.chdir(tmp_path)
     keep_every_checkpoint(module, tmp_path, monkeypatch)
-    module.train(module.Args(env_id=env_id, **TINY, total_timesteps=128 * 7, save_interval=3, learning_rate=1e-2, horizon=16, clock=True, sigma="effect", seed=2))
+    module.train(module.Args(env_id=env_id, **TINY, total_timesteps=128 * 7, save_interval=3, learning_rate=1e-2, horizon=16, clock=True, seed=2))
     uninterrupted = torch.load(tmp_path / "iteration7.pt", weights_only=True)
-    assert uninterrupted["model"]["clock_table"].any() and uninterrupted["model"]["weight_curve"].any()
+    assert uninterrupted["model"]["clock_table"].any()
 
     args, checkpoint = module.resume_args(module.Args(resume=str(tmp_path / "iteration3.pt"), progress=False))
     module.train(args, checkpoint)
@@ -105,13 +105,6 @@ def test_resume_with_the_clock_mid_episode_is_exact(script, env_id, tmp_path, mo
     with pytest.raises(AssertionError):
         assert_same_state(uninterrupted, torch.load(the_run(tmp_path) / "checkpoint.pt", weights_only=True))
 
-    shutil.rmtree(tmp_path / "runs")
-    args, checkpoint = module.resume_args(module.Args(resume=str(tmp_path / "iteration3.pt"), progress=False))
-    assert checkpoint["model"]["weight_curve"].any()
-    checkpoint["model"]["weight_curve"].zero_()  # the control: the weight curve restarts empty
-    module.train(args, checkpoint)
-    with pytest.raises(AssertionError):
-        assert_same_state(uninterrupted, torch.load(the_run(tmp_path) / "checkpoint.pt", weights_only=True))
 
 
 def test_a_resumed_run_continues_its_tensorboard_curve(tmp_path, monkeypatch):
@@ -209,10 +202,10 @@ def test_eval_checkpoint(script, tmp_path, monkeypatch, capsys):
     state = torch.load(path, weights_only=True)
     torch.save({**state, "args": {name: value for name, value in state["args"].items() if name != "learning_rate"}}, older)
     assert module.evaluate(module.Args(eval_checkpoint=str(older), eval_episodes=6))["episodes"] == 6
-    if "clock" in state["args"]:  # one written before --clock and --effect-memory: neither in its args, nor their buffers in its model
-        assert "clock_table" in state["model"] and "weight_curve" not in state["model"]  # the learned sigma keeps no curve
-        model = {name: value for name, value in state["model"].items() if name not in ("clock_table", "weight_curve")}
-        torch.save({**state, "model": model, "args": {name: value for name, value in state["args"].items() if name not in ("clock", "effect_memory")}}, older)
+    if "clock" in state["args"]:  # one written before --clock: not in its args, nor its table in its model
+        assert "clock_table" in state["model"]
+        model = {name: value for name, value in state["model"].items() if name != "clock_table"}
+        torch.save({**state, "model": model, "args": {name: value for name, value in state["args"].items() if name != "clock"}}, older)
         assert module.evaluate(module.Args(eval_checkpoint=str(older), eval_episodes=6))["episodes"] == 6
 
 

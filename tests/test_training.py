@@ -70,53 +70,15 @@ def spy_on_the_advantages_sigma(monkeypatch):
 
 
 def test_p3o_md_advantage_reads_the_learned_sigma(tmp_path, monkeypatch):
-    """--sigma learned, the original algorithm's sigma: the action-conditioned head never runs, and the advantage's sigma is exp(log_sigma): 1 at the start, then moved by
-    Adam by about the learning rate per update."""
+    """The original algorithm's sigma: the advantage's sigma is exp(log_sigma), 1 at the start, then moved by Adam by
+    about the learning rate per update."""
     monkeypatch.chdir(tmp_path)
     seen = spy_on_the_advantages_sigma(monkeypatch)
-
-    def no_head(*args):
-        raise AssertionError("the action-conditioned head ran")
-
-    monkeypatch.setattr(p3o_ocean.Agent, "get_action_effects", no_head)
-    args = Args(env_id="delay", delay=2, horizon=8, sigma="learned", kernel="torch", num_envs=8, num_steps=32, num_minibatches=2, update_epochs=2, total_timesteps=2 * 8 * 32, progress=False, save_interval=0)
+    args = Args(env_id="delay", delay=2, horizon=8, kernel="torch", num_envs=8, num_steps=32, num_minibatches=2, update_epochs=2, total_timesteps=2 * 8 * 32, progress=False, save_interval=0)
     train(args)
     assert len(seen) == 2 and torch.equal(seen[0], torch.ones(8))
     moved = (seen[1] - 1).abs()
     assert 0 < moved.max() <= 4 * args.learning_rate * 1.05  # 2 minibatches x 2 epochs, each Adam step about lr at most
-
-
-def test_effect_weights_find_the_delayed_reward(tmp_path, monkeypatch):
-    """--sigma effect on delay (D = 4): the action decides the reward 4 steps ahead and nothing else. The untrained
-    head gives equal weights; after one update the weight curve the advantage gets has its peak at offset 4, and
-    every other offset (earlier and later decisions' rewards, noise to this action) is near 0."""
-    monkeypatch.chdir(tmp_path)
-    seen = spy_on_the_advantages_sigma(monkeypatch)
-    train(Args(env_id="delay", delay=4, horizon=16, sigma="effect", effect_floor=0.0, kernel="torch", total_timesteps=2 * 256 * 128, save_interval=0, **FAST))
-    first, second = (sigma.pow(-2) for sigma in seen)
-    assert torch.equal(first, torch.full((16,), first[0].item()))  # q = 0: no effect measured anywhere yet
-    weights = second / second.max()
-    assert weights.argmax() == 4
-    assert weights[torch.arange(16) != 4].max() < 0.05, weights
-
-
-@pytest.mark.parametrize("env_id, low, high", [("mixed", 0.5, 0.5), ("delay", 0.15, 0.2)])
-def test_the_window_floor_counts_the_offsets_that_hold_rewards(env_id, low, high, tmp_path, monkeypatch):
-    """--scale-effect-floor window (the default) at H = 128: mixed's 32-step episodes end inside each rollout and
-    hold only their known zeros past offset 31, so its floor stays 0.5, where sqrt(32 / H) would give 0.25; delay's
-    68-step episodes (D = 4) and the tail run past 32 offsets, so its floor falls to 0.18 and 0.19 in the first two
-    rollouts (by counting; 0.25 by sqrt(32 / H), 0.125 had the zeros after the terminal been counted)."""
-    monkeypatch.chdir(tmp_path)
-    floors = []
-    original = p3o_ocean.effect_sigma
-
-    def spy(targets, mu, probs, q, window, floor=0.0, *args, **kwargs):
-        floors.append(float(floor))
-        return original(targets, mu, probs, q, window, floor, *args, **kwargs)
-
-    monkeypatch.setattr(p3o_ocean, "effect_sigma", spy)
-    train(Args(env_id=env_id, horizon=128, sigma="effect", kernel="torch", total_timesteps=2 * 256 * 128, save_interval=0, **FAST))
-    assert len(floors) == 2 and all(low <= floor <= high for floor in floors), floors
 
 
 @pytest.mark.parametrize("coef", [0.0, 2.5])
@@ -215,7 +177,7 @@ def test_the_clock_tells_the_value_head_where_delays_episode_ends(clock, tmp_pat
 
     monkeypatch.setattr(p3o_ocean, "p3o_advantage", spy)
     H, T = 16, 128
-    train(Args(env_id="delay", delay=4, horizon=H, clock=clock, sigma="learned", kernel="torch", total_timesteps=4 * 256 * T, save_interval=0, **FAST))
+    train(Args(env_id="delay", delay=4, horizon=H, clock=clock, kernel="torch", total_timesteps=4 * 256 * T, save_interval=0, **FAST))
     mu = seen[-1]  # the fourth iteration's rollout: steps 3 * 128 .. 4 * 128 - 1
     ends = (3 * T + torch.arange(T))[:, None] % 68 + torch.arange(H) >= 68  # [T, H]: past the episode's end
     past, inside = mu[ends[:, None, :].expand_as(mu)].mean(), mu[~ends[:, None, :].expand_as(mu)].mean()
