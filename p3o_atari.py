@@ -249,9 +249,9 @@ def window_sum_variance(targets, window, valid):
 
 
 def env_halves(num_steps, num_envs, device=None):
-    """The two folds of fit_clock_table's cross-validation: the two halves of the envs,
-    independent streams, where leave-one-out would let a decision's neighbours in time vouch for it; with one env,
-    the two halves of the rollout. Returns [T, N] bool, True in the second fold."""
+    """The two folds of fit_clock_table's cross-validation: the two halves of the envs, independent streams, where
+    leave-one-out would let a decision's neighbours in time vouch for it; with one env, the two halves of the
+    rollout. Returns [T, N] bool, True in the second fold."""
     steps, envs = torch.meshgrid(torch.arange(num_steps, device=device), torch.arange(num_envs, device=device), indexing="ij")
     return envs >= num_envs / 2 if num_envs > 1 else steps >= num_steps / 2
 

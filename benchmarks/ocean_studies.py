@@ -48,10 +48,6 @@ RUNS_FILE = RESULTS / "ocean_runs.jsonl"
 BUDGETS = {"bandit": 393_216, "password": 262_144, "stochastic": 262_144, "squared": 524_288, "delay": 786_432, "forage": 655_360, "mixed": 655_360}
 ENVS = list(BUDGETS)
 HORIZONS = [16, 32, 64, 128, 256]
-# Earlier defaults beside today's in the horizon study: none that today's script can run. The earlier defaults (the
-# effect weights with their floors and memory, the original algorithm's advantage, the window cut at the terminal,
-# the effect subtractions) left the scripts; docs/ablations.md names the commit that runs each.
-BEFORE = []
 GAMMAS = [0.9, 0.99, 0.999]  # the PPO sweep; 0.99 is the untuned baseline
 DELAYS = [1, 8, 32, 64, 100]
 DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizon end
@@ -315,21 +311,7 @@ def horizon_study(opts):
         ax.set_title(env)
         ax.set_xlabel("horizon cap H")
         ax.set_ylabel("final score")
-    # The old defaults beside today's; a study of other settings (--set) has no "before", nor one with --no-before.
-    before = []
-    for (label, options, envs), marker in zip([] if opts.set or opts.no_before else BEFORE, "sD^"):
-        envs = [env for env in envs if env in opts.envs]
-        group = run_all([spec("p3o", env, seed, opts.budget_scale, horizon=H, **options) for env in envs for seed in opts.seeds for H in (32, 128)], opts.workers, opts.fresh)
-        before += group
-        print(f"\nwith {options}: {label}")
-        for ax, env in zip(axes, opts.envs):
-            if env in envs:
-                stats = [mean_std([r["score"] for r in seeds_of(group, env=env, horizon=H)]) for H in (32, 128)]
-                holds = abs(stats[0][0] - stats[1][0]) <= max(stats[0][1], stats[1][1])
-                print(f"{env:<12}" + "".join(f"{'H=' + str(H)}: {m:.4f} +-{s:.4f}   " for H, (m, s) in zip((32, 128), stats)) + ("invariant" if holds else "NOT invariant"))
-                ax.errorbar([32, 128], [m for m, _ in stats], yerr=[s for _, s in stats], marker=marker, capsize=3, linestyle="--", label=label)
-                ax.legend(fontsize=7)
-    path = write_csv("horizon", rows + before, ["env", "horizon", "clock", "window_loss_coef", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
+    path = write_csv("horizon", rows, ["env", "horizon", "clock", "window_loss_coef", "seed", "score", "steps_to_solve", "total_timesteps", "SPS", "seconds"])
     settings = "".join(f", {name}={value}" for name, value in opts.set.items())
     fig.suptitle(f"P3O horizon invariance{settings}: final score vs H ({len(opts.seeds)} seeds, mean +- std)")
     fig.tight_layout()
@@ -535,7 +517,6 @@ def main():
     parser.add_argument("--workers", type=int, default=2, help="processes of one thread each (one per core)")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="multiplies every run's budget (BUDGETS)")
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="horizon: p3o_ocean.Args fields for every run, e.g. tail=none")
-    parser.add_argument("--no-before", action="store_true", help="horizon: today's default alone, without the earlier defaults beside it (a held-out seed check)")
     parser.add_argument("--repeats", type=int, default=3, help="throughput: alternating repeats")
     parser.add_argument("--tag", default="", help="suffix for the CSV and PNG names (e.g. _5seeds)")
     parser.add_argument("--fresh", action="store_true", help="train every run again instead of reusing ocean_runs.jsonl")
