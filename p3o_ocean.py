@@ -673,8 +673,8 @@ def episode_windows(rewards, terminals, horizon, tail_mu=None):
     end = episode_ends(terminals)
     k = torch.where((end < T) | (tail_mu is not None), horizon, episode_inside(end, horizon))
     steps = torch.arange(T, device=rewards.device)
-    after = (steps[:, None, None] + torch.arange(horizon, device=rewards.device) > end[..., None]) & (end < T)[..., None]
-    return targets.masked_fill(after, 0.0), k
+    last = torch.where(end < T, end - steps[:, None], horizon)  # the offset of t's terminal (H: none in the rollout)
+    return torch.where(torch.arange(horizon, device=rewards.device) > last[..., None], 0.0, targets), k
 
 
 def window_sum_variance(targets, window, valid):
@@ -685,36 +685,34 @@ def window_sum_variance(targets, window, valid):
     return masked_mean(sums.square(), valid) - masked_mean(sums, valid).square()
 
 
-def env_halves(num_steps, num_envs, device=None):
-    """The two folds of fit_clock_table's cross-validation: the two halves of the envs, independent streams, where
-    leave-one-out would let a decision's neighbours in time vouch for it; with one env, the two halves of the
-    rollout. Returns [T, N] bool, True in the second fold."""
-    steps, envs = torch.meshgrid(torch.arange(num_steps, device=device), torch.arange(num_envs, device=device), indexing="ij")
-    return envs >= num_envs / 2 if num_envs > 1 else steps >= num_steps / 2
-
-
-def fit_clock_table(clocks, residual, window, num_envs):
+def fit_clock_table(clocks, residual, window):
     """--clock in closed form: c[s, j] is how far the value residuals (reward less the critic's mu) j steps after the
     decisions made s steps into their episode stand above the batch's mean residual at offset j, shrunk toward 0 as if
     each cell held `prior` more residuals of 0 (the ridge fit of the centred residual on the clock's one-hot code).
     Centred, the table holds only how the residual varies with the clock and leaves its level to the critic: fitted
     to the raw residual, the table took over the level on Breakout and the scores fell (docs/ablations.md). The
-    prior is chosen per offset by two-fold cross-validation among CLOCK_PRIORS and no table at all (c = 0), on the
-    folds of `env_halves`: where the clock does not predict the residual out of sample, the offset's column stays at
-    0 instead of adding its cells' noise to every baseline. Offsets past a decision's window and autoreset steps
-    (window 0) are left out.
+    prior is chosen per offset by two-fold cross-validation among CLOCK_PRIORS and no table at all (c = 0): where the
+    clock does not predict the residual out of sample, the offset's column stays at 0 instead of adding its cells'
+    noise to every baseline. The folds are the two halves of the envs, independent streams, where leave-one-out would
+    let a decision's neighbours in time vouch for it (with one env, the two halves of the rollout). Offsets past a
+    decision's window and autoreset steps (window 0) are left out.
     Shapes: clocks, window [T, N]; residual [T, N, H]. Returns c [CLOCK_ROWS, H]."""
     T, N, H = residual.shape
-    kept = torch.arange(H, device=residual.device) < window[..., None]
-    residual, kept = torch.where(kept, residual, 0.0).double(), kept.double()
-    residual = (residual - residual.sum((0, 1)) / kept.sum((0, 1)).clamp(min=1)) * kept
     rows = clocks.clamp(0, CLOCK_ROWS - 1)
-    fold = env_halves(T, N, rows.device)
-    sums = [residual.new_zeros(CLOCK_ROWS, H).index_add_(0, rows[fold == half], residual[fold == half]) for half in (False, True)]
-    counts = [residual.new_zeros(CLOCK_ROWS, H).index_add_(0, rows[fold == half], kept[fold == half]) for half in (False, True)]
-    priors = torch.cat([CLOCK_PRIORS.to(residual), residual.new_tensor([math.inf])])[:, None, None]  # the last: c = 0
+    residual = torch.where(torch.arange(H, device=residual.device) < window[..., None], residual, 0.0)
+    middle = (N + 1) // 2 if N > 1 else (T + 1) // 2
+    folds = [(slice(None), slice(None, middle)), (slice(None), slice(middle, None))] if N > 1 else [slice(None, middle), slice(middle, None)]
+    sums, counts = [], []
+    for fold in folds:  # each cell's sum of residuals, and its count from a histogram of (clock, window)
+        fold_rows = rows[fold].reshape(-1)
+        sums.append(residual.new_zeros(CLOCK_ROWS, H, dtype=torch.float64).index_add_(0, fold_rows, residual[fold].double().reshape(-1, H)))
+        cells = torch.bincount(fold_rows * (H + 1) + window[fold].reshape(-1).clamp(0, H), minlength=CLOCK_ROWS * (H + 1))
+        counts.append(cells.view(CLOCK_ROWS, H + 1).flip(1).cumsum(1).flip(1)[:, 1:].double())  # windows longer than j
+    level = (sums[0] + sums[1]).sum(0) / (counts[0] + counts[1]).sum(0).clamp(min=1)  # the mean residual at each offset
+    sums = [total - level * count for total, count in zip(sums, counts)]  # centred
+    priors = torch.cat([CLOCK_PRIORS.to(level), level.new_tensor([math.inf])])[:, None, None]  # the last: c = 0
     # Each prior's squared error on the other half, both ways round, less the part no prior changes.
-    errors = residual.new_zeros(len(priors), H)
+    errors = level.new_zeros(len(priors), H)
     for fitted, other in ((0, 1), (1, 0)):
         cells = sums[fitted] / (counts[fitted] + priors)  # [priors, CLOCK_ROWS, H]
         errors += (counts[other] * cells.square() - 2 * cells * sums[other]).sum(1)
@@ -1201,7 +1199,7 @@ def train(args, checkpoint=None):
         if agent.clock_table is not None:  # refit the table to what the updated critic still misses on this batch, for the next
             with torch.no_grad():  # (fitted to the rollout's critic, it would count twice what the update just taught the critic)
                 critic_mu = agent.critic(hiddens)  # on the features the rollout kept
-            agent.clock_table.copy_(fit_clock_table(clocks, value_targets - critic_mu, value_window, args.num_envs))
+            agent.clock_table.copy_(fit_clock_table(clocks, value_targets - critic_mu, value_window))
         timer.lap("advantage")
 
         # Explained variance of the predictions the rollout made, before this update (out of sample, as PPO's): of each

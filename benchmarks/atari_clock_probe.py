@@ -63,8 +63,8 @@ def window_explained_variance(targets, prediction, kept):
     return float(A.explained_variance(sums, residual, kept.any(-1)))
 
 
-def recorded(clocks, residual, window, num_envs):
-    table = fit(clocks, residual, window, num_envs)
+def recorded(clocks, residual, window):
+    table = fit(clocks, residual, window)
     decided = window > 0
     c = clocks[decided]
     kept = (torch.arange(residual.shape[-1]) < window[..., None]) & decided[..., None]

@@ -154,7 +154,7 @@ def test_fit_clock_table_recovers_how_the_residual_varies_with_the_clock_at_each
     residual[:, 10:20, 3:] = 1e6
     window[:, 20:22] = 0  # autoreset steps
     residual[:, 20:22] = -1e6
-    table = fit_clock_table(clocks, residual, window, N)
+    table = fit_clock_table(clocks, residual, window)
     assert table.shape == (CLOCK_ROWS, H) and table.dtype == torch.float32
     kept = (torch.arange(H) < window[..., None]).float()
     level = (true[clocks.clamp(max=CLOCK_ROWS - 1)] * kept).sum((0, 1)) / kept.sum((0, 1))  # [H], about 3
@@ -162,7 +162,7 @@ def test_fit_clock_table_recovers_how_the_residual_varies_with_the_clock_at_each
     seen[clocks.clamp(max=CLOCK_ROWS - 1).unique()] = True
     torch.testing.assert_close(table[seen], true[seen] - level, atol=0.05, rtol=0.0)
     assert not table[~seen].any()  # a clock no decision had keeps 0
-    torch.testing.assert_close(fit_clock_table(clocks, residual - 5.0, window, N), table, atol=1e-5, rtol=0.0)
+    torch.testing.assert_close(fit_clock_table(clocks, residual - 5.0, window), table, atol=1e-5, rtol=0.0)
 
 
 @pytest.mark.parametrize("num_envs", [8, 1])
@@ -188,7 +188,7 @@ def test_fit_clock_table_stays_near_zero_where_the_clock_predicts_nothing(num_en
 
     for effect in (0.0, 1.0):
         residual = batch(effect)
-        table = fit_clock_table(clocks, residual, window, num_envs)
+        table = fit_clock_table(clocks, residual, window)
         means = torch.zeros(CLOCK_ROWS, H).index_add_(0, rows.view(-1), residual.view(-1, H)) / counts
         errors = {name: sum(fresh_error(t, effect) for _ in range(20)) / 20 for name, t in (("table", table), ("none", torch.zeros_like(table)), ("means", means))}
         if effect == 0.0:  # chosen per offset, a few offsets keep a heavily shrunk fit by chance: about +1% (seed 5)
