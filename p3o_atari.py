@@ -94,20 +94,11 @@ class Args:
     horizon: int = 128
     """H, the horizon cap: the value head predicts the reward at each of the next H steps"""
     window_loss_coef: float = 0.1
-    """beside the NLL, this times the squared error of mu's sum over each decision's window, 0.5 (sum of target -
-    mu)^2, per decision like PPO's value loss, divided by the batch's variance of those window sums where it is
-    above 1: the per-offset NLL, averaged over every (decision, offset), gives the shared trunk almost no gradient
-    where per-step rewards are small (Breakout: 2.0 at 200k steps without the loss, 5.4 with it). Undivided, the
-    loss grows with H and with the rewards' noise and took 0.09 to 0.14 off the probes' mean; divided, 0.02 at
-    H = 128 and nothing on Breakout, whose window sums vary by less than 1 (docs/ablations.md). 0: the NLL alone"""
+    """beside the NLL, this times 0.5 (sum of target - mu over the decision's window)^2, over the batch's variance of
+    the window sums where that is above 1: the trunk's gradient where per-step rewards are small (docs/algorithm.md)"""
     clock: bool = True
-    """the value head adds c[s, j], a table over the clock s (the env's count of its episode's decisions so far, on
-    Atari of the game's: a lost life does not reset it; capped at CLOCK_ROWS - 1) and the offset j, refitted in closed
-    form to each batch: where an episode's end is set by a time the observation does not show (delay's), mu can then
-    tell where the episode's zeros begin and the tail bootstrap where the next episode starts. Cross-validated, so it
-    stays at 0 where the clock predicts nothing. With the learned sigma it adds +0.020 +- 0.013 / +0.053 +- 0.041 to
-    the probes' mean at H = 32 / 128; Breakout, 200k steps: 4.97 +- 1.25 with it, 4.97 +- 0.85 without
-    (docs/ablations.md)"""
+    """the value head adds c[s, j], a table over the clock s (the episode's decisions so far; on Atari the game's) and
+    the offset j, fitted in closed form to each batch: mu can tell where an episode whose end is set by time ends"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
     # end P3O
@@ -250,15 +241,11 @@ def window_sum_variance(targets, window, valid):
 
 def fit_clock_table(clocks, residual, window):
     """--clock in closed form: c[s, j] is how far the value residuals (reward less the critic's mu) j steps after the
-    decisions made s steps into their episode stand above the batch's mean residual at offset j, shrunk toward 0 as if
-    each cell held `prior` more residuals of 0 (the ridge fit of the centred residual on the clock's one-hot code).
-    Centred, the table holds only how the residual varies with the clock and leaves its level to the critic: fitted
-    to the raw residual, the table took over the level on Breakout and the scores fell (docs/ablations.md). The
-    prior is chosen per offset by two-fold cross-validation among CLOCK_PRIORS and no table at all (c = 0): where the
-    clock does not predict the residual out of sample, the offset's column stays at 0 instead of adding its cells'
-    noise to every baseline. The folds are the two halves of the envs, independent streams, where leave-one-out would
-    let a decision's neighbours in time vouch for it (with one env, the two halves of the rollout). Offsets past a
-    decision's window and autoreset steps (window 0) are left out.
+    decisions made s steps into their episode stand above the batch's mean residual at offset j (the level is the
+    critic's), shrunk toward 0 as if each cell held `prior` more residuals of 0. Each offset's prior, or no table
+    (c = 0), is chosen by two-fold cross-validation on the two halves of the envs (independent streams; with one env,
+    of the rollout), so a clock that predicts nothing out of sample adds no noise. Offsets past a decision's window
+    and autoreset steps (window 0) are left out.
     Shapes: clocks, window [T, N]; residual [T, N, H]. Returns c [CLOCK_ROWS, H]."""
     T, N, H = residual.shape
     rows = clocks.clamp(0, CLOCK_ROWS - 1)
@@ -290,9 +277,8 @@ def precision(sigma):
 
 
 def log_weight_curve(writer, sigma, global_step):
-    """The learned discount curve as a TensorBoard histogram over offsets: bucket j holds w[j], the weight the
-    advantage gives the reward j steps ahead (omega over its max), so the histogram view shows the curve change
-    over training."""
+    """The learned discount curve as a TensorBoard histogram: bucket j holds w[j], the weight of the reward j steps
+    ahead (omega over its max), so the histogram view shows the curve change over training."""
     weights = precision(sigma.detach().double().cpu())
     weights = weights / weights.max()
     offsets = torch.arange(len(weights), dtype=torch.float64)
@@ -407,13 +393,6 @@ class Agent(nn.Module):
     def get_features(self, x):
         """The trunk's features [B, F]: the rollout keeps them for the clock table's refit."""
         return self.network(x.float() / self.obs_scale)
-
-    def load_state_dict(self, state_dict, strict=True):
-        """A checkpoint written before --clock existed has no table: --eval-checkpoint plays it without one (--resume
-        refuses such checkpoints)."""
-        if self.clock_table is not None and "clock_table" not in state_dict:
-            self.clock_table = None
-        return super().load_state_dict(state_dict, strict)
 
     def clock_mu(self, clock):
         """--clock: the table's part of mu for decisions `clock` steps into their episodes, [*clock.shape, H] (0 without it)."""
@@ -765,9 +744,8 @@ def train(args, checkpoint=None):
                 pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mb_valid)
 
                 # P3O: value loss, the Gaussian NLL of each real reward ahead under N(mu[j], sigma[j]^2), summed over
-                # the kept (decision, offset) pairs (per offset first, since sigma is shared by all states) and divided
-                # by the pairs inside the episodes: the known zeros that pad a window past its terminal do not dilute
-                # it, so its scale does not fall as H grows (bandit's one-step episodes: 127 zeros a window at H = 128)
+                # the kept (decision, offset) pairs and divided by the pairs inside the episodes: the known zeros that
+                # pad a window past its terminal must not dilute it as H grows
                 newvalue = newvalue + agent.clock_mu(b_clocks[mb_inds])
                 log_sigma = agent.log_sigma.clamp(-10, 10)
                 mb_value_targets = b_value_targets.index_select(0, mb_inds)
@@ -775,8 +753,7 @@ def train(args, checkpoint=None):
                 residual = torch.where(kept, mb_value_targets - newvalue, 0.0)
                 counts = kept.sum(0)
                 value_nll = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / b_value_inside[mb_inds].sum().clamp(min=1)
-                # plus the squared error of the window's sum, what the advantage subtracts, per decision like PPO's,
-                # in units of the window sums' variance where that is above 1 (--window-loss-coef)
+                # plus the squared error of the window's sum, what the advantage subtracts (--window-loss-coef)
                 window_loss = 0.5 * masked_mean(residual.sum(1).square(), mb_valid) / window_var.clamp(min=1.0)
                 v_loss = value_nll + args.window_loss_coef * window_loss
                 # end P3O
@@ -812,11 +789,8 @@ def train(args, checkpoint=None):
         # end P3O
 
         with torch.no_grad():
-            # P3O: explained variance of the predictions the rollout made, before this update (out of sample, as
-            # PPO's): of each kept reward ahead, and of their sums over each decision's window, what the advantage
-            # subtracts (per-step rewards can be unpredictable one by one, Breakout's at ~0, while their sum is
-            # predicted well). Over 32 of the envs at most: the whole [T, N, H] batch would cost about 5% of an
-            # Ocean iteration.
+            # P3O: explained variance of the rollout's predictions (made before this update, as PPO's) of each kept
+            # reward ahead, and of their window sums, what the advantage subtracts; over 32 of the envs at most
             envs_read = slice(None, None, max(1, args.num_envs // 32))
             targets_read, window_read = value_targets[:, envs_read], value_window[:, envs_read]
             residuals_read = targets_read - mus[:, envs_read]  # the value head's errors on the rollout, made before this update
@@ -847,7 +821,6 @@ def train(args, checkpoint=None):
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         # P3O: how well mu's window sums are predicted, the value NLL, the advantage's size, and the weight curve
-        # (the precision 1/sigma^2 of the learned sigma is exp(-2 log_sigma))
         writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
         writer.add_scalar("losses/value_nll", value_nll.item(), global_step)
         writer.add_scalar("losses/window_loss", window_loss.item(), global_step)

@@ -202,11 +202,6 @@ def test_eval_checkpoint(script, tmp_path, monkeypatch, capsys):
     state = torch.load(path, weights_only=True)
     torch.save({**state, "args": {name: value for name, value in state["args"].items() if name != "learning_rate"}}, older)
     assert module.evaluate(module.Args(eval_checkpoint=str(older), eval_episodes=6))["episodes"] == 6
-    if "clock" in state["args"]:  # one written before --clock: not in its args, nor its table in its model
-        assert "clock_table" in state["model"]
-        model = {name: value for name, value in state["model"].items() if name != "clock_table"}
-        torch.save({**state, "model": model, "args": {name: value for name, value in state["args"].items() if name != "clock"}}, older)
-        assert module.evaluate(module.Args(eval_checkpoint=str(older), eval_episodes=6))["episodes"] == 6
 
 
 def test_eval_checkpoint_from_the_command_line(tmp_path, monkeypatch):
