@@ -91,3 +91,16 @@ def test_probe_ablations_each_change_real_fields_of_the_default():
     for label, options in ocean_studies.PROBE_ABLATIONS[1:]:
         assert options and all(hasattr(defaults, field) for field in options), label
         assert any(getattr(defaults, field) != value for field, value in options.items()), label
+
+
+def test_phase_times_reads_each_phase_per_iteration(tmp_path, monkeypatch):
+    """benchmarks/phase_times.py: one iteration of each algorithm, its phases in seconds per iteration, the P3O phases
+    the PPO run has too, and the run folders left in a scratch folder, not in the caller's."""
+    import phase_times
+
+    monkeypatch.chdir(tmp_path)
+    steps = p3o_ocean.Args().num_envs * p3o_ocean.Args().num_steps  # one iteration at the studies' sizes
+    ppo = phase_times.phase_times(ocean_studies.spec("ppo", "bandit", 1, 1.0, steps))
+    p3o = phase_times.phase_times(ocean_studies.spec("p3o", "bandit", 1, 1.0, steps, horizon=8))
+    assert {"rollout", "advantage", "update"} <= ppo.keys() == p3o.keys() and all(seconds > 0 for seconds in p3o.values())
+    assert list(tmp_path.iterdir()) == []
