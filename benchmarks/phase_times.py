@@ -1,5 +1,5 @@
-"""Where an iteration's time goes: seconds per iteration in each phase (rollout, advantage, update, log), P3O
-against PPO on one Ocean env at the studies' sizes, side by side.
+"""Where an iteration's time goes: milliseconds per iteration in each phase (rollout, advantage, update, log,
+checkpoint), P3O against PPO on one Ocean env at the studies' sizes, side by side.
 
     python benchmarks/phase_times.py                       # squared, P3O at H = 32 and 128, 3 alternating repeats
     python benchmarks/phase_times.py --env delay --repeats 5
