@@ -364,14 +364,23 @@ def versus_study(opts):
     return summary
 
 
+def probe_plan(name, seeds, scale, overrides):
+    """The runs of one probe, by label: P3O at each of PROBE_HORIZONS and PPO at each of GAMMAS. `overrides` (--set)
+    replace the probe's own options; PPO takes those its Args has (env options and the shared hyperparameters)."""
+    import ppo_baseline
+
+    env, options, steps = PROBES[name]
+    ppo_overrides = {field: value for field, value in overrides.items() if field in ppo_baseline.Args.__dataclass_fields__}
+    plan = {f"P3O H={H}": [spec("p3o", env, seed, scale, steps, **{**options, **overrides, "horizon": H}) for seed in seeds] for H in PROBE_HORIZONS}
+    plan.update({f"PPO {gamma}": [spec("ppo", env, seed, scale, steps, **{**options, **ppo_overrides, "gamma": gamma}) for seed in seeds] for gamma in GAMMAS})
+    return plan
+
+
 def probe_study(opts):
-    """P3O at H = 32 and 128 (with --set's options) and PPO at each gamma of GAMMAS on each probe of PROBES: every
-    cell's mean with its 95% CI, H = 128 - H = 32 with the CI of the difference, and PPO at 0.99 and at its best gamma."""
-    plans = {}
-    for name in opts.probes:
-        env, options, steps = PROBES[name]
-        plans[name] = {f"P3O H={H}": [spec("p3o", env, seed, opts.budget_scale, steps, **options, horizon=H, **opts.set) for seed in opts.seeds] for H in PROBE_HORIZONS}
-        plans[name].update({f"PPO {gamma}": [spec("ppo", env, seed, opts.budget_scale, steps, **options, gamma=gamma) for seed in opts.seeds] for gamma in GAMMAS})
+    """P3O at H = 32 and 128 and PPO at each gamma of GAMMAS on each probe of PROBES: every cell's mean with its 95% CI,
+    H = 128 - H = 32 with the CI of the difference, and PPO at 0.99 and at its best gamma. --set's fields override the
+    probe's own options (`--set reward_noise=0.0`: the probes without noise); PPO takes those its Args has too."""
+    plans = {name: probe_plan(name, opts.seeds, opts.budget_scale, opts.set) for name in opts.probes}
     flat = [s for plan in plans.values() for group in plan.values() for s in group]
     done = {key(r): r for r in run_all(flat, opts.workers, opts.fresh)}
     plt = pyplot()
@@ -516,7 +525,7 @@ def main():
     parser.add_argument("--horizons", nargs="+", type=int, default=HORIZONS, help="horizon: the caps H to compare")
     parser.add_argument("--workers", type=int, default=2, help="processes of one thread each (one per core)")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="multiplies every run's budget (BUDGETS)")
-    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="horizon: p3o_ocean.Args fields for every run, e.g. tail=none")
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="horizon, probes: p3o_ocean.Args fields for every run, e.g. clock=False (probes: PPO too, where its Args has them)")
     parser.add_argument("--repeats", type=int, default=3, help="throughput: alternating repeats")
     parser.add_argument("--tag", default="", help="suffix for the CSV and PNG names (e.g. _5seeds)")
     parser.add_argument("--fresh", action="store_true", help="train every run again instead of reusing ocean_runs.jsonl")

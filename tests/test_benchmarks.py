@@ -74,6 +74,17 @@ def test_probes_name_ocean_envs_and_their_flags():
     assert run["total_timesteps"] == 393_216 and ocean_studies.spec("ppo", "delay", 1, 0.5, 393_216)["total_timesteps"] == 196_608
 
 
+def test_probe_overrides_reach_p3o_and_the_env_options_reach_ppo():
+    """`probes --set`: an override replaces the probe's own option for both algorithms (the noise-free probes), a P3O
+    flag reaches P3O only, and without overrides the runs are the probe's own (so the cached rows still match)."""
+    plain = ocean_studies.probe_plan("noisy_delay", [1, 2], 1.0, {})
+    assert plain["P3O H=128"][1]["options"] == {"delay": 16, "horizon": 128, "reward_noise": 3.0}
+    assert plain["PPO 0.9"][0]["options"] == {"delay": 16, "gamma": 0.9, "reward_noise": 3.0}
+    plan = ocean_studies.probe_plan("noisy_delay", [1, 2], 1.0, {"reward_noise": 0.0, "clock": False})
+    assert [run["options"] for run in plan["P3O H=32"]] == [{"clock": False, "delay": 16, "horizon": 32, "reward_noise": 0.0}] * 2
+    assert all(run["options"] == {"delay": 16, "gamma": gamma, "reward_noise": 0.0} for gamma in ocean_studies.GAMMAS for run in plan[f"PPO {gamma}"])
+
+
 def test_confidence_intervals():
     mean, half = ocean_studies.ci95([1.0, 2.0, 3.0, 4.0])  # std 1.291, t(3) = 3.182
     assert mean == pytest.approx(2.5) and half == pytest.approx(3.182 * 1.2909944 / 2, rel=1e-4)
