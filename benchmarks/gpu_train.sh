@@ -10,6 +10,10 @@
 # call carries `gpu_runs` and resumes. A run stopped by the time limit resumes from its last checkpoint
 # (--save-interval, 25 iterations by default): its curve continues from there. The two runs share the GPU and the
 # CPU cores, so their SPS is not the run book's (benchmarks/gpu_check.py measures each alone).
+#
+# Two checkpoints (2 x 21 MB), the wheels (5 MB) and this repository (27 MB) are more than the 64 MiB a call carries:
+# from the second call on, resume one run a call, carrying only its folder, and alternate:
+#   SCRIPTS=p3o_atari bash benchmarks/gpu_train.sh 540      (carry .whl and gpu_runs/runs/Breakout-v5__p3o_atari__1__...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -31,12 +35,12 @@ seconds=${1:?usage: gpu_train.sh SECONDS [FLAGS for new runs] | --unpack FILES_A
 shift
 out=${OUT:?gpu_train.sh: OUT must name the folder whose files come back}
 if ! python3 -c "import envpool, tyro" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 
 cd gpu_runs
-for script in p3o_atari ppo_baseline; do
+for script in ${SCRIPTS:-p3o_atari ppo_baseline}; do
   checkpoint=$(ls runs/Breakout-v5__"$script"__1__*/checkpoint.pt 2>/dev/null | head -n 1 || true)
   if [ -n "$checkpoint" ]; then
     command=(python3 "$root/$script.py" --resume "$checkpoint")

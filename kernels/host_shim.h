@@ -6,10 +6,11 @@
 #include <cmath>
 
 #define __global__
-#define __device__ inline
+#define __device__
 #define __forceinline__ inline
 
 struct dim3 { unsigned int x = 1, y = 1, z = 1; };
+struct alignas(16) float4 { float x, y, z, w; };
 static thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 using std::min;

@@ -207,6 +207,38 @@ def test_host_build_is_independent_of_the_launch_shape():
     assert torch.equal(one, many)
 
 
+def test_kernel_reads_rows_that_are_not_16_byte_aligned():
+    """mu 4 bytes past a 16-byte boundary: the kernel must not take its 16-byte reads (a GPU faults on them), and its
+    4-byte loop gives the twin's advantages. The host build runs under UndefinedBehaviorSanitizer's alignment check,
+    which aborts on a misaligned 16-byte read as the GPU would; aligned, the 16-byte path gives the same advantages."""
+    code = f"""
+import sys; sys.path[:0] = {[str(KERNEL.parents[1]), str(KERNEL.parents[1] / 'tests')]}
+import numpy as np, torch
+from advantage_impls import host_advantage, host_library
+from p3o_ocean import p3o_advantage
+g = torch.Generator().manual_seed(5)
+T, N, H = 6, 3, 8
+rewards, terminals = torch.randn(T, N, generator=g), (torch.rand(T, N, generator=g) < 0.3).float()
+mu, sigma, tail_mu = torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.1, torch.randn(N, H, generator=g)
+twin = p3o_advantage(rewards, terminals, mu, sigma, tail_mu)
+flags = ("-O1", "-fsanitize=alignment", "-fno-sanitize-recover=alignment")
+torch.testing.assert_close(host_advantage(rewards, terminals, mu, sigma, tail_mu, flags=flags), twin, atol=1e-5, rtol=1e-5)
+storage = np.zeros(mu.numel() + 4, dtype=np.float32)
+start = next(k for k in range(4) if (storage.ctypes.data + 4 * k) % 16 == 4)
+shifted = storage[start : start + mu.numel()]
+shifted[:] = mu.numpy().ravel()
+assert shifted.ctypes.data % 16 == 4
+arrays = [np.ascontiguousarray(x.numpy()) for x in (rewards, terminals, sigma, tail_mu)]
+advantages = np.full((T, N), np.nan, dtype=np.float32)
+host_library(flags).launch(arrays[0].ctypes.data, arrays[1].ctypes.data, shifted.ctypes.data, arrays[2].ctypes.data, arrays[3].ctypes.data,
+                           T, N, H, advantages.ctypes.data, 32)
+torch.testing.assert_close(torch.from_numpy(advantages), twin, atol=1e-5, rtol=1e-5)
+print("clean")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and "clean" in result.stdout, result.stderr[-3000:]
+
+
 def test_kernel_reads_only_inside_its_arrays():
     """The host build under AddressSanitizer: an out-of-bounds read or write aborts the run."""
     if subprocess.run(["g++", "-fsanitize=address", "-x", "c++", "-", "-o", "/dev/null"], input="int main(){}", text=True, capture_output=True).returncode:

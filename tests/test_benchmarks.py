@@ -116,3 +116,32 @@ def test_phase_times_reads_each_phase_per_iteration(tmp_path, monkeypatch):
     assert {"rollout", "advantage", "update"} <= ppo.keys()
     assert ppo.keys() == p3o.keys() and all(seconds > 0 for seconds in p3o.values())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_kernel_screen_variants_compile_and_the_diagnostic_is_marked(tmp_path):
+    """benchmarks/kernel_screen.py runs only on a GPU; here each variant's source must compile to PTX (NVRTC, as
+    the kernel's own test does), so the screen cannot rot between lent devices."""
+    import kernel_screen
+    from cupy.cuda import compiler
+
+    variants = kernel_screen.variants()
+    assert {"row", "float4", "advantage.cu"} <= set(variants) and kernel_screen.DIAGNOSTIC <= set(variants)
+    for name, (source, threads) in variants.items():
+        ptx = compiler._NVRTCProgram(source, "screen.cu").compile(("-arch=compute_90",))[0]
+        assert ".entry p3o_advantage" in (ptx.decode() if isinstance(ptx, bytes) else ptx), name
+        assert threads in (64, 128, 256)
+
+
+def test_gpu_breakout_plots_each_script_from_its_csv(tmp_path, monkeypatch, capsys):
+    import gpu_breakout
+
+    csv_file = tmp_path / "gpu_breakout_s1.csv"
+    rows = ["script,step,episodic_return"] + [f"{script},{step},{value}" for script, value in (("p3o_atari", 2.0), ("ppo_baseline", 5.0))
+                                               for step in range(10_000, 210_000, 10_000)]
+    csv_file.write_text("\n".join(rows) + "\n")
+    monkeypatch.setattr(gpu_breakout, "CSV", csv_file)
+    monkeypatch.setattr(sys, "argv", ["gpu_breakout.py"])
+    gpu_breakout.main()
+    printed = capsys.readouterr().out
+    assert "p3o_atari.py --horizon 128   100k 2.0  200k 2.0" in printed and "ppo_baseline.py              100k 5.0  200k 5.0" in printed
+    assert csv_file.with_suffix(".png").stat().st_size > 10_000

@@ -1,0 +1,75 @@
+"""The GPU Breakout runs of benchmarks/gpu_train.sh as a CSV and a figure (no training here).
+
+    python benchmarks/gpu_breakout.py --runs gpu_runs/runs     # read the TensorBoard logs, write the CSV, plot
+    python benchmarks/gpu_breakout.py                          # plot from the CSV in benchmarks/results
+
+Writes benchmarks/results/gpu_breakout_s1.csv (script, step, episodic return: one row per finished game, as each
+script logs it) and gpu_breakout_s1.png (each game's return, faint, and its mean over the 100k steps before each
+point), and prints that mean every 100k steps.
+"""
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+CSV = RESULTS / "gpu_breakout_s1.csv"
+WINDOW = 100_000
+COLOURS = {"p3o_atari": "tab:red", "ppo_baseline": "tab:blue"}
+LABELS = {"p3o_atari": "p3o_atari.py --horizon 128", "ppo_baseline": "ppo_baseline.py"}
+
+
+def export(runs):
+    sys.path.insert(0, str(HERE))
+    from atari_runs import scalars
+
+    rows = []
+    for run in sorted(Path(runs).glob("Breakout-v5__*__1__*")):
+        script = run.name.split("__")[1]
+        rows += [(script, step, value) for _, step, value in scalars(run, "charts/episodic_return")]
+    if not rows:
+        raise SystemExit(f"gpu_breakout.py: no Breakout-v5 seed-1 runs with returns under {runs}")
+    with open(CSV, "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["script", "step", "episodic_return"])
+        writer.writerows(rows)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", help="gpu_train.sh's runs folder: read it and rewrite the CSV first")
+    options = parser.parse_args()
+    if options.runs:
+        export(options.runs)
+    curves = {}
+    with open(CSV) as file:
+        for row in csv.DictReader(file):
+            curves.setdefault(row["script"], []).append((int(row["step"]), float(row["episodic_return"])))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for script, points in curves.items():
+        steps, returns = (np.array(x) for x in zip(*sorted(points)))
+        mean = np.array([returns[(steps > s - WINDOW) & (steps <= s)].mean() for s in steps])
+        ax.plot(steps, returns, ".", color=COLOURS[script], alpha=0.12, markersize=2)
+        ax.plot(steps, mean, color=COLOURS[script], label=f"{LABELS[script]} (mean over 100k steps)")
+        marks = [s for s in range(WINDOW, int(steps[-1]) + 1, WINDOW)]
+        print(f"{LABELS[script]:<28}", "  ".join(f"{s // 1000}k {returns[(steps > s - WINDOW) & (steps <= s)].mean():.1f}" for s in marks))
+    every = np.array([value for points in curves.values() for _, value in points])
+    ax.set_ylim(0, 1.1 * np.percentile(every, 99.5))  # a few long games would squash the curves
+    ax.set(xlabel="environment steps", ylabel="episodic return (whole game)", title="Breakout-v5, seed 1, one H100 (2026-11-25)")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(CSV.with_suffix(".png"), dpi=110)
+
+
+if __name__ == "__main__":
+    main()
