@@ -19,6 +19,7 @@ terminals and tail_mu, so its time against float4's says how much of the kernel 
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -26,7 +27,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 import p3o_ocean  # noqa: E402
-from gpu_check import CANCELLATION, TOL, parity_cases  # noqa: E402
+from gpu_check import CANCELLATION, TOL, parity_cases, seconds_per_call  # noqa: E402
 
 SIGNATURE = """extern "C" __global__ void p3o_advantage(
     const float* __restrict__ rewards, const float* __restrict__ terminals, const float* __restrict__ mu,
@@ -49,7 +50,8 @@ __device__ __forceinline__ void accumulate(const int j, const float m, const int
 }
 """
 
-ROW = ACCUMULATE + SIGNATURE + """
+# The opening of a kernel that gives one thread one decision (t, n) and its row of mu.
+ONE_DECISION = """
 {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long long)T * N) return;
@@ -58,21 +60,14 @@ ROW = ACCUMULATE + SIGNATURE + """
     const float* mu_row = mu + i * H;
     float total = 0.0f, norm = 0.0f;
     bool ended = false;
-    for (int j = 0; j < H; ++j) accumulate(j, mu_row[j], t, n, T, N, H, rewards, terminals, sigma, tail_mu, total, norm, ended);
+"""
+
+ROW = ACCUMULATE + SIGNATURE + ONE_DECISION + """    for (int j = 0; j < H; ++j) accumulate(j, mu_row[j], t, n, T, N, H, rewards, terminals, sigma, tail_mu, total, norm, ended);
     advantages[i] = total / norm;
 }
 """
 
-FLOAT4_BODY = """
-{
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (long long)T * N) return;
-    const int t = (int)(i / N);
-    const int n = (int)(i - (long long)t * N);
-    const float* mu_row = mu + i * H;
-    float total = 0.0f, norm = 0.0f;
-    bool ended = false;
-    int j = 0;
+FLOAT4_BODY = ONE_DECISION + """    int j = 0;
     if ((H & 3) == 0) {
         const float4* row4 = reinterpret_cast<const float4*>(mu_row);
         for (; j < H; j += 4) {
@@ -158,17 +153,8 @@ def loader(source, threads):
     return run
 
 
-def milliseconds(call, calls=50, warmup=5):
-    for _ in range(warmup):
-        call()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        call()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / calls
+def milliseconds(call):
+    return seconds_per_call(SimpleNamespace(cuda=True), call, calls=50, warmup=5) * 1e3
 
 
 def main():
