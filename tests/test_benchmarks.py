@@ -5,6 +5,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -145,3 +146,21 @@ def test_gpu_breakout_plots_each_script_from_its_csv(tmp_path, monkeypatch, caps
     printed = capsys.readouterr().out
     assert "p3o_atari.py --horizon 128   100k 2.0  200k 2.0" in printed and "ppo_baseline.py              100k 5.0  200k 5.0" in printed
     assert csv_file.with_suffix(".png").stat().st_size > 10_000
+
+
+def test_sigma_pairs_counts_the_known_zeros_that_the_value_nll_keeps(tmp_path, monkeypatch):
+    """benchmarks/sigma_pairs.py on a p3o_atari.py checkpoint of forage, whose episodes end inside the rollout:
+    every real decision keeps offset 0, inside its episode; far offsets hold known zeros; the sigmas are finite."""
+    import p3o_atari
+    import sigma_pairs
+
+    monkeypatch.chdir(tmp_path)
+    args = p3o_atari.Args(env_id="ocean/forage", horizon=16, num_envs=8, num_steps=32, num_minibatches=2, update_epochs=1,
+                          total_timesteps=8 * 32 * 2, progress=False)
+    result = p3o_atari.train(args)
+    out = sigma_pairs.sigma_pairs(tmp_path / "runs" / result["run"] / "checkpoint.pt", rollouts=2)
+    assert 0 < out["pairs"][0] <= 2 * 32 * 8 and out["known_zero_share"][0] == 0 and out["inside_pairs"][0] == out["pairs"][0]
+    share = out["known_zero_share"]  # a window past its terminal stays past it, and fewer pairs reach far: it can only grow
+    assert (share[1:] >= share[:-1] - 1e-6).all() and share[15] > 0.2  # forage's episodes are a few steps long
+    assert (out["pairs"] >= out["inside_pairs"]).all() and (out["pairs"][1:] <= out["pairs"][:-1]).all()
+    assert all(torch.isfinite(out[key]).all() for key in ("sigma_learned", "sigma_kept", "sigma_inside"))
