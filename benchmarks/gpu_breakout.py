@@ -57,11 +57,15 @@ def main():
     fig, ax = plt.subplots(figsize=(7, 4))
     for script, points in curves.items():
         steps, returns = (np.array(x) for x in zip(*sorted(points)))
-        mean = np.array([returns[(steps > s - WINDOW) & (steps <= s)].mean() for s in steps])
+
+        def window_mean(end):  # the games that ended in the WINDOW steps up to `end`
+            return returns[(steps > end - WINDOW) & (steps <= end)].mean()
+
+        mean = np.array([window_mean(s) for s in steps])
         ax.plot(steps, returns, ".", color=COLOURS[script], alpha=0.12, markersize=2)
         ax.plot(steps, mean, color=COLOURS[script], label=f"{LABELS[script]} (mean over 100k steps)")
         marks = [s for s in range(WINDOW, int(steps[-1]) + 1, WINDOW)]
-        print(f"{LABELS[script]:<28}", "  ".join(f"{s // 1000}k {returns[(steps > s - WINDOW) & (steps <= s)].mean():.1f}" for s in marks))
+        print(f"{LABELS[script]:<28}", "  ".join(f"{s // 1000}k {window_mean(s):.1f}" for s in marks))
     every = np.array([value for points in curves.values() for _, value in points])
     ax.set_ylim(0, 1.1 * np.percentile(every, 99.5))  # a few long games would squash the curves
     ax.set(xlabel="environment steps", ylabel="episodic return (whole game)", title="Breakout-v5, seed 1, one H100 (2026-11-25)")

@@ -211,12 +211,12 @@ def kernel_under_test(book):
     return host_advantage, "host build (g++)"
 
 
-def parity_step(book):
-    kernel, kernel_name = kernel_under_test(book)
-    device = book.device
+def against_twin(kernel, device, smoke):
+    """`kernel` against the twin p3o_advantage, both on `device`, over parity_cases: the number of cases, the largest
+    |difference| and its case, and the names of the cases outside the tolerance (or not finite)."""
     worst, worst_case, outside = 0.0, None, []
     count = 0
-    for name, inputs in parity_cases(book.options.smoke):
+    for name, inputs in parity_cases(smoke):
         on = [x.to(device) for x in inputs]
         kernel_a, twin_a = kernel(*on).cpu(), p3o_ocean.p3o_advantage(*on).cpu()
         count += 1
@@ -226,6 +226,13 @@ def parity_step(book):
             outside.append(name)
         if difference.numel() and float(difference.max()) >= worst:
             worst, worst_case = float(difference.max()), name
+    return count, worst, worst_case, outside
+
+
+def parity_step(book):
+    kernel, kernel_name = kernel_under_test(book)
+    device = book.device
+    count, worst, worst_case, outside = against_twin(kernel, device, book.options.smoke)
     book.log(f"  {kernel_name} against the twin on {device.type}, {count} cases: largest |difference| {worst:.3g} ({worst_case}); "
              f"{len(outside)} cases outside the tolerance (atol = rtol = 1e-5, plus 1e-6 of the case's largest |advantage|)")
     return {"status": "failed" if outside else "ok", "kernel": kernel_name, "twin_device": device.type, "cases": count, "max_abs_difference": worst,

@@ -10,7 +10,7 @@ policy and value head, `--num-envs` envs (default: the run's) and a fresh seed, 
 """
 import argparse
 import sys
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -24,10 +24,9 @@ SHOWN = (0, 4, 16, 32, 64, 96, 112, 120, 127)
 def sigma_pairs(checkpoint_path, rollouts, num_envs=None, seed=7):
     """Per offset: kept pairs, known zeros among them, and the fitted sigma over all kept pairs and over the pairs
     inside the episode; with the checkpoint's learned sigma beside them. Returns a dict of [H] tensors."""
-    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
-    names = {f.name for f in fields(p3o_atari.Args)}
-    args = replace(p3o_atari.Args(**{k: v for k, v in checkpoint["args"].items() if k in names}), seed=seed)
-    args = replace(args, num_envs=num_envs or args.num_envs)
+    checkpoint = p3o_atari.load_checkpoint(str(checkpoint_path), "sigma_pairs.py")  # as --eval-checkpoint reads one
+    run_args = p3o_atari.Args(**checkpoint["args"])
+    args = replace(run_args, seed=seed, num_envs=num_envs or run_args.num_envs)
     envs = p3o_atari.make_envs(args, torch.device("cpu"))
     next_obs = envs.reset()
     agent = p3o_atari.Agent(tuple(next_obs.shape[1:]), envs.num_actions, args)
