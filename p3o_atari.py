@@ -96,9 +96,12 @@ class Args:
     window_loss_coef: float = 0.1
     """beside the NLL, this times 0.5 (sum of target - mu over the decision's window)^2, over the batch's variance of
     the window sums where that is above 1: the trunk's gradient where per-step rewards are small (docs/algorithm.md)"""
+    value_fraction: float = 0.5
+    """the value loss reads this share of each minibatch's decisions, the first of its random order: the H-wide head's
+    update at a fraction of its cost (the probes tie with 1.0, docs/ablations.md)"""
     clock: bool = True
     """the value head adds c[s, j], a table over the clock s (the episode's decisions so far; on Atari the game's) and
-    the offset j, fitted in closed form to each batch: mu can tell where an episode whose end is set by time ends"""
+    the offset j, fitted in closed form to a batch every 4 iterations: mu can tell where a time-set episode end falls"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
     # end P3O
@@ -192,6 +195,9 @@ MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 # in residuals of 0 added to each cell (fit_clock_table picks one per offset).
 CLOCK_ROWS = 256
 CLOCK_PRIORS = 4.0 ** torch.arange(-1.0, 8.0)
+# --clock: the table is refitted after the first iteration's update and every CLOCK_INTERVAL iterations after it, at a
+# quarter of the fit's cost; the critic, trained on mu with the table in it, learns around the table in between.
+CLOCK_INTERVAL = 4
 
 
 def episode_ends(terminals):
@@ -387,7 +393,7 @@ class Agent(nn.Module):
         # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
         self.critic = layer_init(nn.Linear(width, args.horizon), std=0)
         self.log_sigma = nn.Parameter(torch.zeros(args.horizon))
-        # --clock: c[s, j] added to mu[j] for a decision s steps into its episode, refitted in closed form each iteration
+        # --clock: c[s, j] added to mu[j] for a decision s steps into its episode, refitted in closed form every CLOCK_INTERVAL iterations
         self.register_buffer("clock_table", torch.zeros(CLOCK_ROWS, args.horizon) if args.clock else None)
 
     def get_features(self, x):
@@ -400,13 +406,13 @@ class Agent(nn.Module):
             return 0.0
         return self.clock_table.index_select(0, clock.clamp(0, CLOCK_ROWS - 1).reshape(-1)).view(*clock.shape, -1)
 
-    def get_action_and_value(self, x, action=None, hidden=None):
+    def get_action_and_value(self, x, action=None, hidden=None, value_rows=None):
         hidden = self.network(x.float() / self.obs_scale) if hidden is None else hidden  # the rollout passes those it kept
         logits = self.actor(hidden)
         probs = Categorical(logits=logits)
         if action is None:
             action = probs.sample()
-        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden[:value_rows])  # mu of the first value_rows (all by default)
         # end P3O
 
     def get_value(self, x):
@@ -552,6 +558,8 @@ def check_args(args):
         errors.append(f"--horizon must be >= 1, got {args.horizon}")
     if not args.window_loss_coef >= 0:
         errors.append(f"--window-loss-coef must be >= 0 (0: the NLL alone), got {args.window_loss_coef}")
+    if not 0 < args.value_fraction <= 1:
+        errors.append(f"--value-fraction must be in (0, 1], got {args.value_fraction}")
     # end P3O
     if errors:
         for error in errors:
@@ -711,6 +719,7 @@ def train(args, checkpoint=None):
         b_value_window = value_window.reshape(-1)
         b_clocks = clocks.reshape(-1)
         b_value_inside = value_inside.reshape(-1)
+        value_rows = max(1, round(args.minibatch_size * args.value_fraction))  # the value loss's share of a minibatch
         # end P3O
 
         # Optimizing the policy and value network
@@ -722,7 +731,9 @@ def train(args, checkpoint=None):
                 mb_inds = b_inds[start:end]
                 mb_valid = b_valid[mb_inds]
                 # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs.index_select(0, mb_inds), b_actions[mb_inds])
+                # P3O: mu of the first value_rows decisions, the ones the value loss reads (--value-fraction)
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs.index_select(0, mb_inds), b_actions[mb_inds], value_rows=value_rows)
+                # end P3O
                 logratio = newlogprob - b_logprobs[mb_inds]
                 ratio = logratio.exp()
 
@@ -746,15 +757,16 @@ def train(args, checkpoint=None):
                 # P3O: value loss, the Gaussian NLL of each real reward ahead under N(mu[j], sigma[j]^2), summed over
                 # the kept (decision, offset) pairs and divided by the pairs inside the episodes: the known zeros that
                 # pad a window past its terminal must not dilute it as H grows
-                newvalue = newvalue + agent.clock_mu(b_clocks[mb_inds])
+                v_inds = mb_inds[:value_rows]  # the value loss's decisions, the first of the minibatch's random order
+                newvalue = newvalue + agent.clock_mu(b_clocks[v_inds])
                 log_sigma = agent.log_sigma.clamp(-10, 10)
-                mb_value_targets = b_value_targets.index_select(0, mb_inds)
-                kept = offsets < b_value_window[mb_inds, None]
+                mb_value_targets = b_value_targets.index_select(0, v_inds)
+                kept = offsets < b_value_window[v_inds, None]
                 residual = torch.where(kept, mb_value_targets - newvalue, 0.0)
                 counts = kept.sum(0)
-                value_nll = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / b_value_inside[mb_inds].sum().clamp(min=1)
+                value_nll = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / b_value_inside[v_inds].sum().clamp(min=1)
                 # plus the squared error of the window's sum, what the advantage subtracts (--window-loss-coef)
-                window_loss = 0.5 * masked_mean(residual.sum(1).square(), mb_valid) / window_var.clamp(min=1.0)
+                window_loss = 0.5 * masked_mean(residual.sum(1).square(), b_valid[v_inds]) / window_var.clamp(min=1.0)
                 v_loss = value_nll + args.window_loss_coef * window_loss
                 # end P3O
 
@@ -781,7 +793,7 @@ def train(args, checkpoint=None):
             sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
         # P3O: the clock table, refitted in closed form
-        if agent.clock_table is not None:  # refit the table to what the updated critic still misses on this batch, for the next
+        if agent.clock_table is not None and (iteration - 1) % CLOCK_INTERVAL == 0:  # refit the table to what the updated critic still misses on this batch, for the next
             with torch.no_grad():  # (fitted to the rollout's critic, it would count twice what the update just taught the critic)
                 critic_mu = agent.critic(hiddens)  # on the features the rollout kept
             agent.clock_table.copy_(fit_clock_table(clocks, value_targets - critic_mu, value_window))

@@ -536,7 +536,9 @@ def train(args, checkpoint=None):
                 mb_inds = b_inds[start:end]
                 mb_valid = b_valid[mb_inds]
                 # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
+                # PPO: one value per decision
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs.index_select(0, mb_inds), b_actions[mb_inds])
+                # end PPO
                 logratio = newlogprob - b_logprobs[mb_inds]
                 ratio = logratio.exp()
 

@@ -27,6 +27,9 @@ def run(*flags, cwd):  # in this process: test_atari.py and test_checkpoints.py 
         (dict(reward_noise=float("nan")), "--reward-noise must be >= 0"),
         (dict(window_loss_coef=-1.0), "--window-loss-coef must be >= 0"),
         (dict(window_loss_coef=float("nan")), "--window-loss-coef must be >= 0"),
+        (dict(value_fraction=0.0), "--value-fraction must be in (0, 1]"),
+        (dict(value_fraction=1.5), "--value-fraction must be in (0, 1]"),
+        (dict(value_fraction=float("nan")), "--value-fraction must be in (0, 1]"),
         (dict(total_timesteps=-5), "--total-timesteps must be >= 0"),
     ],
 )
