@@ -99,7 +99,7 @@ class Args:
     update at a fraction of its cost (the probes tie with 1.0, docs/ablations.md)"""
     clock: bool = True
     """the value head adds c[s, j], a table over the clock s (the episode's decisions so far; on Atari the game's) and
-    the offset j, fitted in closed form to a batch every 4 iterations: mu can tell where a time-set episode end falls"""
+    the offset j, fitted in closed form to each batch: mu can tell where an episode whose end is set by time ends"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
 
@@ -632,9 +632,6 @@ MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 # in residuals of 0 added to each cell (fit_clock_table picks one per offset).
 CLOCK_ROWS = 256
 CLOCK_PRIORS = 4.0 ** torch.arange(-1.0, 8.0)
-# --clock: the table is refitted after the first iteration's update and every CLOCK_INTERVAL iterations after it, at a
-# quarter of the fit's cost; the critic, trained on mu with the table in it, learns around the table in between.
-CLOCK_INTERVAL = 4
 
 
 def episode_ends(terminals):
@@ -814,7 +811,7 @@ class Agent(nn.Module):
         # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
         self.critic = layer_init(nn.Linear(hidden_size, horizon), std=0)
         self.log_sigma = nn.Parameter(torch.zeros(horizon))
-        # --clock: c[s, j] added to mu[j] for a decision s steps into its episode, refitted in closed form every CLOCK_INTERVAL iterations
+        # --clock: c[s, j] added to mu[j] for a decision s steps into its episode, refitted in closed form each iteration
         self.register_buffer("clock_table", torch.zeros(CLOCK_ROWS, horizon) if clock else None)
 
     def get_value(self, x):
@@ -1183,7 +1180,7 @@ def train(args, checkpoint=None):
             writer.close()
             sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
-        if agent.clock_table is not None and (iteration - 1) % CLOCK_INTERVAL == 0:  # refit the table to what the updated critic still misses on this batch, for the next
+        if agent.clock_table is not None:  # refit the table to what the updated critic still misses on this batch, for the next
             with torch.no_grad():  # (fitted to the rollout's critic, it would count twice what the update just taught the critic)
                 critic_mu = agent.critic(hiddens)  # on the features the rollout kept
             agent.clock_table.copy_(fit_clock_table(clocks, value_targets - critic_mu, value_window))

@@ -493,10 +493,10 @@ def ablation_study(opts):
 
 def throughput_study(opts):
     """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, and at H = 128 without
-    the clock, on squared and delay, one process at a time and alternating, so the ratios are taken side by side (run
-    it alone)."""
+    the clock and with the value loss on whole minibatches, on squared and delay, one process at a time and
+    alternating, so the ratios are taken side by side (run it alone)."""
     configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}),
-               ("H=128 no clock", "p3o", {"horizon": 128, "clock": False})]
+               ("H=128 no clock", "p3o", {"horizon": 128, "clock": False}), ("H=128 value 1.0", "p3o", {"horizon": 128, "value_fraction": 1.0})]
     rows = []
     for repeat in range(opts.repeats):
         for env in ("squared", "delay"):
@@ -511,7 +511,7 @@ def throughput_study(opts):
             group = [r for r in rows if r["env"] == env and r["config"] == label]
             sps = statistics.median(r["SPS"] for r in group)
             share = statistics.median(r["advantage_fraction"] for r in group)
-            print(f"{env:<10}{label:<12}{sps:>10,.0f} SPS  {sps / base:.2f}x PPO   advantage {100 * share:.1f}% of an iteration")
+            print(f"{env:<10}{label:<16}{sps:>10,.0f} SPS  {sps / base:.2f}x PPO   advantage {100 * share:.1f}% of an iteration")
 
 
 def main():

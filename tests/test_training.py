@@ -153,38 +153,12 @@ def test_the_clock_counts_each_envs_decisions_since_its_episode_began(tmp_path, 
 
     monkeypatch.setattr(p3o_ocean, "fit_clock_table", fit_spy)
     monkeypatch.setattr(p3o_ocean, "p3o_advantage", advantage_spy)
-    monkeypatch.setattr(p3o_ocean, "CLOCK_INTERVAL", 1)  # a fit, and so a look at the clocks, every iteration
     train(Args(env_id="squared", horizon=8, clock=True, kernel="torch", num_envs=16, num_steps=32, num_minibatches=2, total_timesteps=3 * 16 * 32, progress=False, save_interval=0))
     assert len(seen) == 3
     clocks = torch.cat([batch["clocks"] for batch in seen])
     terminals = torch.cat([batch["terminals"] for batch in seen])
     assert (clocks[0] == 0).all() and terminals.any() and clocks.max() >= 5
     assert torch.equal(clocks[1:], torch.where(terminals[:-1].bool(), 0, clocks[:-1] + 1))
-
-
-def test_the_clock_table_is_refitted_after_the_first_iteration_and_every_clock_interval_after_it(tmp_path, monkeypatch):
-    """Refits after the updates of iterations 1 and 5 of 6, and the rollouts between them read the same table."""
-    monkeypatch.chdir(tmp_path)
-    fits, tables = [], []
-    original_fit, original_advantage = p3o_ocean.fit_clock_table, p3o_ocean.p3o_advantage
-
-    def fit_spy(*args):
-        fits.append(len(tables))  # the iteration whose update it follows
-        return original_fit(*args)
-
-    def advantage_spy(*args, **kwargs):
-        tables.append(agents[0].clock_table.clone())
-        return original_advantage(*args, **kwargs)
-
-    agents = []
-    original_agent = p3o_ocean.Agent
-    monkeypatch.setattr(p3o_ocean, "Agent", lambda *args, **kwargs: agents.append(original_agent(*args, **kwargs)) or agents[-1])
-    monkeypatch.setattr(p3o_ocean, "fit_clock_table", fit_spy)
-    monkeypatch.setattr(p3o_ocean, "p3o_advantage", advantage_spy)
-    train(Args(env_id="squared", horizon=8, clock=True, kernel="torch", num_envs=16, num_steps=32, num_minibatches=2, total_timesteps=6 * 16 * 32, progress=False, save_interval=0))
-    assert p3o_ocean.CLOCK_INTERVAL == 4 and fits == [1, 5]
-    assert not tables[0].any()  # the first rollout's table is empty
-    assert all(torch.equal(tables[1], table) for table in tables[2:5]) and not torch.equal(tables[4], tables[5])
 
 
 @pytest.mark.parametrize("value_fraction, rows", [(0.5, 128), (1.0, 256)])
