@@ -2,10 +2,14 @@
 
     python benchmarks/gpu_breakout.py --runs gpu_runs/runs     # read the TensorBoard logs, write the CSV, plot
     python benchmarks/gpu_breakout.py                          # plot from the CSV in benchmarks/results
+    python benchmarks/gpu_breakout.py --seed-runs RUNS --steps 200000 --out NAME.csv   # gpu_breakout_seeds.sh's runs
 
 Writes benchmarks/results/gpu_breakout_s1.csv (script, step, episodic return: one row per finished game, as each
 script logs it) and gpu_breakout_s1.png (each game's return, faint, and its mean over the 100k steps before each
-point), and prints that mean every 100k steps.
+point), and prints that mean every 100k steps. With --seed-runs: each run's final return as
+benchmarks/atari_learning.py measures it (the mean over the games that ended in the last quarter of the steps), then
+mean +- std over seeds for each variant (the run's --exp-name); --out writes every logged iteration's return in
+atari_learning.py's CSV format.
 """
 import argparse
 import csv
@@ -38,10 +42,38 @@ def export(runs):
         writer.writerows(rows)
 
 
+def seed_runs(runs, steps, out):
+    """Final returns of gpu_breakout_seeds.sh's runs (folders Breakout-v5__NAME__SEED__TIME), per variant and seed."""
+    sys.path.insert(0, str(HERE))
+    from atari_runs import scalars
+
+    rows, final = [], {}
+    for run in sorted(Path(runs).glob("Breakout-v5__*")):
+        _, name, seed, _ = run.name.split("__")
+        curve = [(step, value) for _, step, value in scalars(run, "charts/episodic_return")]
+        if not curve or curve[-1][0] < steps - 1024:
+            raise SystemExit(f"gpu_breakout.py: {run} stops at step {curve[-1][0] if curve else 0}, short of {steps}")
+        final.setdefault(name, {})[int(seed)] = np.mean([value for step, value in curve if step > 0.75 * steps])
+        rows += [(name, "", int(seed), step, round(value, 3)) for step, value in curve]
+    for name, by_seed in final.items():
+        values = [by_seed[seed] for seed in sorted(by_seed)]
+        print(f"{name:<14} {np.mean(values):5.2f} +- {np.std(values, ddof=1):.2f}   per seed {sorted(by_seed)}: " + ", ".join(f"{v:.2f}" for v in values))
+    if out:
+        with open(RESULTS / out, "w", newline="") as file:
+            writer = csv.writer(file)
+            writer.writerow(["script", "flags", "seed", "step", "episodic_return"])
+            writer.writerows(rows)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", help="gpu_train.sh's runs folder: read it and rewrite the CSV first")
+    parser.add_argument("--seed-runs", help="gpu_breakout_seeds.sh's runs folder: print each variant's final returns")
+    parser.add_argument("--steps", type=int, default=200_000, help="with --seed-runs: the runs' --total-timesteps")
+    parser.add_argument("--out", help="with --seed-runs: a CSV name to write under benchmarks/results")
     options = parser.parse_args()
+    if options.seed_runs:
+        return seed_runs(options.seed_runs, options.steps, options.out)
     if options.runs:
         export(options.runs)
     curves = {}
