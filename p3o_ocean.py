@@ -632,6 +632,9 @@ MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 # in residuals of 0 added to each cell (fit_clock_table picks one per offset).
 CLOCK_ROWS = 256
 CLOCK_PRIORS = 4.0 ** torch.arange(-1.0, 8.0)
+# The table is refitted on every (num_envs // CLOCK_FIT_ENVS)-th env: a quarter of the cost at 256 envs, the same fit
+# on the probes (docs/ablations.md, "Speed").
+CLOCK_FIT_ENVS = 64
 
 
 def episode_ends(terminals):
@@ -671,11 +674,12 @@ def episode_windows(rewards, terminals, horizon, tail_mu=None):
     return torch.where(torch.arange(horizon, device=rewards.device) > last[..., None], 0.0, targets), k
 
 
-def window_sum_variance(targets, window, valid):
+def window_sum_variance(targets, valid):
     """The variance over the batch's decisions (valid, bool) of their window sums, each the sum of a decision's known
-    targets (offsets below its window): the window loss's unit where it is above 1. Shapes: targets [T, N, H];
-    window, valid [T, N]. Returns a 0-d tensor."""
-    sums = torch.where(torch.arange(targets.shape[-1], device=targets.device) < window[..., None], targets, 0.0).sum(-1)
+    targets: the window loss's unit where it is above 1. The targets are episode_windows' without a tail, 0 past each
+    decision's window, so a plain sum over the offsets is the window's. Shapes: targets [T, N, H]; valid [T, N].
+    Returns a 0-d tensor."""
+    sums = targets.sum(-1)
     return masked_mean(sums.square(), valid) - masked_mean(sums, valid).square()
 
 
@@ -1089,7 +1093,7 @@ def train(args, checkpoint=None):
             # episode's zeros after its end.
             value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
             value_window = value_window * real
-            window_var = window_sum_variance(value_targets, value_window, real)  # the window loss's unit, where above 1
+            window_var = window_sum_variance(value_targets, real)  # the window loss's unit, where above 1
             # Of those, the pairs inside the episode: up to its terminal, or up to the rollout's end where it has none.
             ends = episode_ends(terminals)
             value_inside = episode_inside(ends, args.horizon) * real
@@ -1182,8 +1186,9 @@ def train(args, checkpoint=None):
         timer.lap("update")
         if agent.clock_table is not None:  # refit the table to what the updated critic still misses on this batch, for the next
             with torch.no_grad():  # (fitted to the rollout's critic, it would count twice what the update just taught the critic)
-                critic_mu = agent.critic(hiddens)  # on the features the rollout kept
-            agent.clock_table.copy_(fit_clock_table(clocks, value_targets - critic_mu, value_window))
+                fit_envs = slice(None, None, max(1, args.num_envs // CLOCK_FIT_ENVS))
+                critic_mu = agent.critic(hiddens[:, fit_envs])  # on the features the rollout kept
+            agent.clock_table.copy_(fit_clock_table(clocks[:, fit_envs], value_targets[:, fit_envs] - critic_mu, value_window[:, fit_envs]))
         timer.lap("advantage")
 
         # Explained variance of the rollout's predictions (made before this update, as PPO's) of each kept reward

@@ -296,14 +296,17 @@ def test_twin_env_blocks_with_a_partial_last_block():
 
 def test_window_sum_variance_is_the_variance_of_the_decisions_window_sums():
     """The window loss's unit: each decision's targets summed over its known offsets (below its window), and the
-    population variance of those sums over the decisions marked valid, autoreset steps and padding left out."""
+    population variance of those sums over the decisions marked valid, autoreset steps left out. The targets are
+    episode_windows' (0 past each window: after the terminal, and past the rollout's end without a tail)."""
     generator = torch.Generator().manual_seed(6)
     T, N, H = 9, 5, 4
-    targets = torch.randn(T, N, H, generator=generator)
-    window = torch.randint(0, H + 1, (T, N), generator=generator)
+    rewards = torch.randn(T, N, generator=generator)
+    terminals = (torch.rand(T, N, generator=generator) < 0.25).float()
+    targets, window = episode_windows(rewards, terminals, H)
     valid = torch.rand(T, N, generator=generator) > 0.3
+    assert (window < H).any() and (window == H).any() and terminals.any()  # both kinds of window
     sums = [float(targets[t, n, : window[t, n]].sum()) for t in range(T) for n in range(N) if valid[t, n]]
     expected = sum(s * s for s in sums) / len(sums) - (sum(sums) / len(sums)) ** 2
-    assert abs(window_sum_variance(targets, window, valid).item() - expected) < 1e-5
+    assert abs(window_sum_variance(targets, valid).item() - expected) < 1e-5
     targets[~valid] = 1e6  # what is not a decision does not count
-    assert abs(window_sum_variance(targets, window, valid).item() - expected) < 1e-5
+    assert abs(window_sum_variance(targets, valid).item() - expected) < 1e-5

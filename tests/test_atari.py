@@ -78,6 +78,7 @@ def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
         assert (p3o_atari.MIN_SIGMA, p3o_atari.MAX_SIGMA) == (p3o_ocean.MIN_SIGMA, p3o_ocean.MAX_SIGMA)
     elif name == "CLOCK_ROWS":
         assert p3o_atari.CLOCK_ROWS == p3o_ocean.CLOCK_ROWS and torch.equal(p3o_atari.CLOCK_PRIORS, p3o_ocean.CLOCK_PRIORS)
+        assert p3o_atari.CLOCK_FIT_ENVS == p3o_ocean.CLOCK_FIT_ENVS
         assert inspect.getsource(p3o_atari.Agent.clock_mu) == inspect.getsource(p3o_ocean.Agent.clock_mu)
     elif name == "CHECKPOINT_KEYS":
         assert p3o_atari.CHECKPOINT_KEYS == p3o_ocean.CHECKPOINT_KEYS == ppo_baseline.CHECKPOINT_KEYS

@@ -161,6 +161,23 @@ def test_the_clock_counts_each_envs_decisions_since_its_episode_began(tmp_path, 
     assert torch.equal(clocks[1:], torch.where(terminals[:-1].bool(), 0, clocks[:-1] + 1))
 
 
+@pytest.mark.parametrize("num_envs, fitted", [(16, 16), (128, 64), (256, 64)])
+def test_the_clock_is_refitted_on_every_stride_th_env(num_envs, fitted, tmp_path, monkeypatch):
+    """The clock's table is refitted on every (num_envs // CLOCK_FIT_ENVS)-th env, its clocks, targets and windows
+    read from those envs alike."""
+    monkeypatch.chdir(tmp_path)
+    shapes = []
+    original_fit = p3o_ocean.fit_clock_table
+
+    def fit_spy(clocks, residual, window):
+        shapes.append((tuple(clocks.shape), tuple(residual.shape), tuple(window.shape)))
+        return original_fit(clocks, residual, window)
+
+    monkeypatch.setattr(p3o_ocean, "fit_clock_table", fit_spy)
+    train(Args(env_id="squared", horizon=8, kernel="torch", num_envs=num_envs, num_steps=4, num_minibatches=2, total_timesteps=num_envs * 4, progress=False, save_interval=0))
+    assert shapes == [((4, fitted), (4, fitted, 8), (4, fitted))]
+
+
 @pytest.mark.parametrize("value_fraction, rows", [(0.5, 128), (1.0, 256)])
 def test_the_value_loss_reads_the_first_value_fraction_of_each_minibatch(value_fraction, rows, tmp_path, monkeypatch):
     """The update runs the critic on the minibatch's first value_fraction of decisions only (256 a minibatch here; the
