@@ -161,7 +161,7 @@ def test_the_clock_counts_each_envs_decisions_since_its_episode_began(tmp_path, 
     assert torch.equal(clocks[1:], torch.where(terminals[:-1].bool(), 0, clocks[:-1] + 1))
 
 
-@pytest.mark.parametrize("num_envs, fitted", [(16, 16), (128, 64), (256, 64)])
+@pytest.mark.parametrize("num_envs, fitted", [(16, 16), (128, 128), (256, 128), (512, 128)])
 def test_the_clock_is_refitted_on_every_stride_th_env(num_envs, fitted, tmp_path, monkeypatch):
     """The clock's table is refitted on every (num_envs // CLOCK_FIT_ENVS)-th env, its clocks, targets and windows
     read from those envs alike."""
