@@ -170,6 +170,15 @@ def test_gpu_breakout_seed_runs_take_the_last_quarter_and_refuse_a_short_run(tmp
         gpu_breakout.seed_runs(tmp_path / "runs", 20_480, None)
 
 
+def test_clock_fit_cost_times_the_refit_on_each_stride(monkeypatch, capsys):
+    import clock_fit_cost
+
+    monkeypatch.setattr(sys, "argv", ["clock_fit_cost.py", "--steps", "16", "--envs", "10", "--horizon", "8", "--repeats", "2"])
+    clock_fit_cost.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("the clock's refit, T = 16, H = 8") and [line.split(":")[0].split() for line in lines[1:]] == [["on", "10", "of", "10", "envs"], ["on", "5", "of", "10", "envs"], ["on", "3", "of", "10", "envs"]]
+
+
 def test_sigma_pairs_counts_the_known_zeros_that_the_value_nll_keeps(tmp_path, monkeypatch):
     """benchmarks/sigma_pairs.py on a p3o_atari.py checkpoint of forage, whose episodes end inside the rollout:
     every real decision keeps offset 0, inside its episode; far offsets hold known zeros; the sigmas are finite."""
