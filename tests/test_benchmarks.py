@@ -174,7 +174,11 @@ def test_clock_fit_cost_times_the_refit_on_each_stride(monkeypatch, capsys):
     import clock_fit_cost
 
     monkeypatch.setattr(sys, "argv", ["clock_fit_cost.py", "--steps", "16", "--envs", "10", "--horizon", "8", "--repeats", "2"])
-    clock_fit_cost.main()
+    threads = torch.get_num_threads()
+    try:
+        clock_fit_cost.main()
+    finally:  # it sets one thread for this process; later tests compare runs in it against subprocesses
+        torch.set_num_threads(threads)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("the clock's refit, T = 16, H = 8") and [line.split(":")[0].split() for line in lines[1:]] == [["on", "10", "of", "10", "envs"], ["on", "5", "of", "10", "envs"], ["on", "3", "of", "10", "envs"]]
 
