@@ -44,8 +44,6 @@ class Args:
     """the wandb's project name"""
     wandb_entity: Optional[str] = None
     """the entity (team) of wandb's project"""
-    save_model: bool = False
-    """whether to save the model (and the run's args) into the `runs/{run_name}` folder"""
     progress: bool = True
     """if toggled, a one-line progress display (steps, SPS, return, ETA) is printed during training"""
     save_interval: int = 25
@@ -189,7 +187,7 @@ def make_envs(args, device):
 # ---------------------------------------------------------------------------------------------------------
 # ALGO LOGIC
 # ---------------------------------------------------------------------------------------------------------
-# P3O: the advantage, the PyTorch twin of kernels/advantage.cu and the kernel itself through CuPy
+# P3O: the advantage, the PyTorch twin of kernels/advantage.cu (the kernel runs through CuPy, kernels/advantage.py)
 MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 # --clock: the table's rows (episode steps 0 .. 254, then one row for every later step) and its candidate shrinkages,
 # in residuals of 0 added to each cell (fit_clock_table picks one per offset).
@@ -319,35 +317,13 @@ def p3o_advantage(rewards, terminals, mu, sigma, tail_mu):
     return total / omega.max()
 
 
-def load_cuda_advantage():
-    """kernels/advantage.cu compiled through CuPy, wrapped with `p3o_advantage`'s signature. It runs on
-    PyTorch's tensors in place (DLPack) and on PyTorch's current stream. Raises if CuPy cannot compile it."""
-    import cupy
-
-    source = (Path(__file__).resolve().parent / "kernels" / "advantage.cu").read_text()
-    kernel = cupy.RawKernel(source, "p3o_advantage")
-    kernel.compile()  # at start-up, so a broken kernel fails here and not mid-run
-
-    def cuda_advantage(rewards, terminals, mu, sigma, tail_mu):
-        T, N, H = mu.shape
-        tensors = [x.detach().float().contiguous() for x in (rewards, terminals, mu, sigma, tail_mu)]
-        advantages = torch.empty(T, N, device=mu.device)
-        threads = 256
-        with cupy.cuda.ExternalStream(torch.cuda.current_stream(mu.device).cuda_stream):
-            kernel(
-                ((T * N + threads - 1) // threads,), (threads,),
-                (*[cupy.from_dlpack(x) for x in tensors], np.int32(T), np.int32(N), np.int32(H), cupy.from_dlpack(advantages)),
-            )
-        return advantages
-
-    return cuda_advantage
-
-
 def select_advantage(kernel, device):
     """The advantage function for this run, and one line that says which one it is."""
     if kernel == "torch" or (kernel == "auto" and device.type != "cuda"):
         return p3o_advantage, f"advantage: PyTorch twin p3o_advantage on {device.type} (kernel={kernel})"
     try:
+        from kernels.advantage import load_cuda_advantage  # advantage.cu through CuPy, beside the kernel
+
         return load_cuda_advantage(), "advantage: CUDA kernel kernels/advantage.cu through CuPy"
     except Exception as error:  # CuPy missing, no driver, compile error: the twin computes the same thing
         if kernel == "cuda":
@@ -855,10 +831,6 @@ def train(args, checkpoint=None):
             save_checkpoint(f"runs/{run_name}/checkpoint.pt", snapshot(iteration, global_step))
             timer.lap("checkpoint")
 
-    if args.save_model:
-        model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
-        torch.save({"model": agent.state_dict(), "args": vars(args), "global_step": global_step}, model_path)
-        print(f"model saved to {model_path}", flush=True)
     writer.close()
     if args.track:
         wandb.finish()

@@ -128,12 +128,13 @@ class Args:
 
 # ---------------------------------------------------------------------------------------------------------
 # Ocean environments: vectorised over envs, on the model's device, all randomness from a seeded generator.
-# Every env returns obs [N, obs_dim] float32 and takes Discrete(num_actions) actions; it reports a normalised
-# `score` in [0, 1] at episode end. Lookups use index_select rather than t[idx]: advanced indexing is several
-# times slower on the CPU, and these envs are meant to cost microseconds per step.
+# Every env returns obs [N, obs_dim] float32 and takes Discrete(num_actions) actions, an int64 tensor [N] on its
+# device; it reports a normalised `score` in [0, 1] at episode end. Lookups use index_select rather than t[idx]:
+# advanced indexing is several times slower on the CPU, and these envs are meant to cost microseconds per step.
 # ---------------------------------------------------------------------------------------------------------
 class OceanEnv:
-    """Shared bookkeeping: RNG, running episode return/length and the info dict."""
+    """Shared bookkeeping: RNG, running episode return/length and the info dict; the scores and the study budget
+    that an env overrides where its own differ."""
 
     optimal_score = 1.0
     solved_score = 0.9
@@ -193,8 +194,6 @@ class Bandit(OceanEnv):
     out reward noise. Score 1 iff the best arm was pulled.
     Optimal score: 1.0 (random policy 0.25). Solved: score >= 0.9."""
 
-    optimal_score = 1.0
-    solved_score = 0.9
     default_timesteps = 1_000_000
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
@@ -212,7 +211,6 @@ class Bandit(OceanEnv):
         return self._obs()
 
     def step(self, actions):
-        actions = torch.as_tensor(actions, device=self.device)
         u = torch.rand(self.num_envs, generator=self.generator, device=self.device)
         reward = (u < self.probs.index_select(0, actions)).float()
         terminated = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
@@ -228,8 +226,6 @@ class Password(OceanEnv):
     step index, so only exploration can find the password (random policy: 2**-L = 1/32).
     Kwarg: password_length (default 5). Optimal score: 1.0. Solved: score >= 0.9."""
 
-    optimal_score = 1.0
-    solved_score = 0.9
     default_timesteps = 1_000_000
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
@@ -247,7 +243,6 @@ class Password(OceanEnv):
         return self._eye.index_select(0, self.t)
 
     def step(self, actions):
-        actions = torch.as_tensor(actions, device=self.device)
         self.all_correct &= actions == self.password.index_select(0, self.t)
         self.t += 1
         terminated = self.t == self.length
@@ -292,7 +287,6 @@ class Stochastic(OceanEnv):
         return torch.zeros(self.num_envs, 1, device=self.device)
 
     def step(self, actions):
-        actions = torch.as_tensor(actions, device=self.device)
         self.n0 += actions == 0
         self.t += 1
         terminated = self.t == self.episode_steps
@@ -314,7 +308,6 @@ class Squared(OceanEnv):
     the target, truncation after 14 steps (every target is <= 6 moves away).
     Optimal score: 1.0. Solved: score >= 0.95."""
 
-    optimal_score = 1.0
     solved_score = 0.95
     default_timesteps = 1_000_000
     size = 7
@@ -350,7 +343,6 @@ class Squared(OceanEnv):
         return self._obs()
 
     def step(self, actions):
-        actions = torch.as_tensor(actions, device=self.device)
         self.row = (self.row + self.d_row.index_select(0, actions)).clamp(0, self.size - 1)
         self.col = (self.col + self.d_col.index_select(0, actions)).clamp(0, self.size - 1)
         self.t += 1
@@ -380,8 +372,6 @@ class Delay(OceanEnv):
     (0.99 * 0.95)**64 ~= 0.02, so large D stresses the advantage horizon.
     Optimal score: 1.0. Solved: score >= 0.9."""
 
-    optimal_score = 1.0
-    solved_score = 0.9
     default_timesteps = 1_000_000
     num_decisions = 64
 
@@ -409,7 +399,6 @@ class Delay(OceanEnv):
         return self._eye.index_select(0, self.cue)
 
     def step(self, actions):
-        actions = torch.as_tensor(actions, device=self.device)
         scored = self.t < self.num_decisions
         correct = (actions == self.cue) & scored
         slots = self.pending.shape[1]
@@ -455,9 +444,6 @@ class Forage(OceanEnv):
     for the near 0.1. Obs: one-hot position (dim F + 3). Score = reward collected (random ~0.11).
     Optimal score: 1.0. Solved: score >= 0.9."""
 
-    optimal_score = 1.0
-    solved_score = 0.9
-    default_timesteps = 2_000_000
     near_pos, near_reward, far_reward = -2, 0.1, 1.0
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
@@ -478,7 +464,6 @@ class Forage(OceanEnv):
         return self._obs()
 
     def step(self, actions):
-        actions = torch.as_tensor(actions, device=self.device)
         self.pos += 2 * actions - 1  # 0 = left, 1 = right
         self.t += 1
         near, far = self.pos == self.near_pos, self.pos == self.distance
@@ -500,9 +485,6 @@ class Mixed(OceanEnv):
     Score = 0.5 * bonus_obtained + 0.5 * fraction of the 31 short cues matched (random ~0.5).
     Optimal score: 1.0. Solved: score >= 0.9."""
 
-    optimal_score = 1.0
-    solved_score = 0.9
-    default_timesteps = 2_000_000
     episode_steps = 32
     short_reward, bonus_reward = 0.1, 1.0
 
@@ -526,7 +508,6 @@ class Mixed(OceanEnv):
         return self._obs()
 
     def step(self, actions):
-        actions = torch.as_tensor(actions, device=self.device)
         match = actions == self.cue
         first = self.t == 0
         self.bonus = torch.where(first, match, self.bonus)  # (re)set at every episode's step 0
@@ -558,9 +539,6 @@ class Choice(OceanEnv):
     from D = 31 on, so a round's payoff often lies past the rollout's end.
     Optimal score: 1.0. Solved: score >= 0.9."""
 
-    optimal_score = 1.0
-    solved_score = 0.9
-    default_timesteps = 2_000_000
     rounds = 4
     near_reward, far_reward, cue_reward = 0.7, 1.0, 0.1
 
@@ -586,7 +564,6 @@ class Choice(OceanEnv):
         return self._obs()
 
     def step(self, actions):
-        actions = torch.as_tensor(actions, device=self.device)
         choosing = self.t % (self.distance + 1) == 0
         self.far = torch.where(choosing, actions == 1, self.far)
         self.n_far += choosing & (actions == 1)
@@ -756,35 +733,13 @@ def p3o_advantage(rewards, terminals, mu, sigma, tail_mu):
     return total / omega.max()
 
 
-def load_cuda_advantage():
-    """kernels/advantage.cu compiled through CuPy, wrapped with `p3o_advantage`'s signature. It runs on
-    PyTorch's tensors in place (DLPack) and on PyTorch's current stream. Raises if CuPy cannot compile it."""
-    import cupy
-
-    source = (Path(__file__).resolve().parent / "kernels" / "advantage.cu").read_text()
-    kernel = cupy.RawKernel(source, "p3o_advantage")
-    kernel.compile()  # at start-up, so a broken kernel fails here and not mid-run
-
-    def cuda_advantage(rewards, terminals, mu, sigma, tail_mu):
-        T, N, H = mu.shape
-        tensors = [x.detach().float().contiguous() for x in (rewards, terminals, mu, sigma, tail_mu)]
-        advantages = torch.empty(T, N, device=mu.device)
-        threads = 256
-        with cupy.cuda.ExternalStream(torch.cuda.current_stream(mu.device).cuda_stream):
-            kernel(
-                ((T * N + threads - 1) // threads,), (threads,),
-                (*[cupy.from_dlpack(x) for x in tensors], np.int32(T), np.int32(N), np.int32(H), cupy.from_dlpack(advantages)),
-            )
-        return advantages
-
-    return cuda_advantage
-
-
 def select_advantage(kernel, device):
     """The advantage function for this run, and one line that says which one it is."""
     if kernel == "torch" or (kernel == "auto" and device.type != "cuda"):
         return p3o_advantage, f"advantage: PyTorch twin p3o_advantage on {device.type} (kernel={kernel})"
     try:
+        from kernels.advantage import load_cuda_advantage  # advantage.cu through CuPy, beside the kernel
+
         return load_cuda_advantage(), "advantage: CUDA kernel kernels/advantage.cu through CuPy"
     except Exception as error:  # CuPy missing, no driver, compile error: the twin computes the same thing
         if kernel == "cuda":

@@ -43,8 +43,6 @@ class Args:
     """the wandb's project name"""
     wandb_entity: Optional[str] = None
     """the entity (team) of wandb's project"""
-    save_model: bool = False
-    """whether to save the model (and the run's args) into the `runs/{run_name}` folder"""
     progress: bool = True
     """if toggled, a one-line progress display (steps, SPS, return, ETA) is printed during training"""
     save_interval: int = 25
@@ -629,10 +627,6 @@ def train(args, checkpoint=None):
             save_checkpoint(f"runs/{run_name}/checkpoint.pt", snapshot(iteration, global_step))
             timer.lap("checkpoint")
 
-    if args.save_model:
-        model_path = f"runs/{run_name}/{args.exp_name}.cleanrl_model"
-        torch.save({"model": agent.state_dict(), "args": vars(args), "global_step": global_step}, model_path)
-        print(f"model saved to {model_path}", flush=True)
     writer.close()
     if args.track:
         wandb.finish()

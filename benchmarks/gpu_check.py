@@ -9,7 +9,7 @@ On a lent device the wheels of benchmarks/gpu_wheels.sh come first (docs/gpu.md 
 Steps, in this order (each is written to the JSON as it ends, so a run stopped midway keeps what it measured; a
 step that fails records its error and the others still run):
   versions   torch, CuPy, the CUDA runtime and driver, the GPU, Python, EnvPool
-  parity     kernels/advantage.cu through CuPy (p3o_ocean.load_cuda_advantage: RawKernel, DLPack, PyTorch's current
+  parity     kernels/advantage.cu through CuPy (kernels/advantage.py: RawKernel, DLPack, PyTorch's current
              stream, the path the scripts take) against the PyTorch twin p3o_advantage, both on the GPU, on random
              cases and every edge case of the CPU parity tests: the largest difference of the advantages. Without CUDA the kernel's host build (g++, kernels/host_shim.h) stands in.
   kernel     the kernel at T = 128, N = 4096, H = 128 (it reads all of mu): seconds per call
@@ -206,7 +206,9 @@ def parity_cases(smoke):
 def kernel_under_test(book):
     """The kernel as the scripts load it on a GPU; without CUDA, its host build, and a line saying so."""
     if book.cuda:
-        return p3o_ocean.load_cuda_advantage(), "CuPy RawKernel (p3o_ocean.load_cuda_advantage)"
+        from kernels.advantage import load_cuda_advantage
+
+        return load_cuda_advantage(), "CuPy RawKernel (kernels/advantage.py, as the scripts load it)"
     book.skip("the CuPy kernel", "no CUDA; the kernel's host build (g++ with kernels/host_shim.h) stands in")
     return host_advantage, "host build (g++)"
 

@@ -277,7 +277,7 @@ def test_kernel_compiles_to_ptx():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; the host build above runs the same source on the CPU")
 def test_cupy_kernel_agrees_with_twin_on_gpu():
-    from p3o_ocean import load_cuda_advantage
+    from kernels.advantage import load_cuda_advantage
 
     cuda_advantage = load_cuda_advantage()
     g = torch.Generator().manual_seed(0)

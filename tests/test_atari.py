@@ -71,7 +71,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_inside", "episode_windows", "p3o_advantage", "load_cuda_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "window_sum_variance", "CHECKPOINT_KEYS", "CLOCK_ROWS", "fit_clock_table"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_inside", "episode_windows", "p3o_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "window_sum_variance", "CHECKPOINT_KEYS", "CLOCK_ROWS", "fit_clock_table"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":
@@ -184,9 +184,9 @@ def test_autoreset_steps_are_masked_out_of_every_loss(script, tmp_path, monkeypa
     for poison in (None, "terminal", "decision"):
         monkeypatch.setattr(NextStepResetBandit, "poison", poison)
         monkeypatch.setattr(module, "make_envs", lambda args, device: NextStepResetBandit(args.num_envs, device=device, seed=args.seed))
-        args = module.Args(env_id="ocean/bandit", num_envs=8, num_steps=16, num_minibatches=2, update_epochs=2, total_timesteps=256, learning_rate=1e-2, save_model=True, progress=False)
+        args = module.Args(env_id="ocean/bandit", num_envs=8, num_steps=16, num_minibatches=2, update_epochs=2, total_timesteps=256, learning_rate=1e-2, progress=False)
         result = module.train(args)
-        checkpoint = torch.load(tmp_path / "runs" / result["run"] / f"{args.exp_name}.cleanrl_model")
+        checkpoint = torch.load(tmp_path / "runs" / result["run"] / "checkpoint.pt", weights_only=True)  # written at the end
         trained[poison] = checkpoint["model"]
     for name, value in trained[None].items():
         assert torch.equal(value, trained["terminal"][name]), name
@@ -227,7 +227,7 @@ P3O_TAGS = {"losses/value_nll", "losses/window_loss", "losses/window_explained_v
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_smoke_run_on_breakout(script, tmp_path):
     # 512 steps per env: a random game of Breakout lasts about 170 (4 x 128 ended one game, or none)
-    flags = ["--env-id", "Breakout-v5", "--total-timesteps", "1024", "--num-envs", "2", "--num-steps", "128", "--num-minibatches", "2", "--update-epochs", "1", "--save-model"]
+    flags = ["--env-id", "Breakout-v5", "--total-timesteps", "1024", "--num-envs", "2", "--num-steps", "128", "--num-minibatches", "2", "--update-epochs", "1"]
     if script == "p3o_atari.py":
         flags += ["--horizon", "32"]
     run = run_script(ROOT / script, *flags, cwd=tmp_path)  # in this process; a real start-up: test_bad_flag_exits_before_any_env_starts
@@ -246,8 +246,8 @@ def test_smoke_run_on_breakout(script, tmp_path):
     if script == "p3o_atari.py":
         assert {"charts/log_sigma", "charts/weight_curve"} <= set(events.Tags()["histograms"])
 
-    # The checkpoint carries the args needed to rebuild the agent, and loads into it.
-    checkpoint = torch.load(run_dir / f"{script[:-3]}.cleanrl_model")
+    # The checkpoint, written at the end, carries the args needed to rebuild the agent, and loads into it.
+    checkpoint = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     module = SCRIPTS[script]
     args = replace(module.Args(), **{k: v for k, v in checkpoint["args"].items()})
     agent = module.Agent((4, 84, 84), 4, args)
@@ -256,8 +256,7 @@ def test_smoke_run_on_breakout(script, tmp_path):
     scores, returns = events.Scalars("charts/score"), events.Scalars("charts/episodic_return")
     assert [e.value for e in scores] == [e.value for e in returns]  # an Atari game's score is its raw return
 
-    # The run's checkpoint (written at the end) plays whole games through EnvPool: --eval-checkpoint.
-    checkpoint = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    # It plays whole games through EnvPool: --eval-checkpoint.
     assert checkpoint["iteration"] == 4 and checkpoint["envs"] is None  # EnvPool's emulators are not saved
     result = module.evaluate(module.Args(eval_checkpoint=str(run_dir / "checkpoint.pt"), eval_episodes=2, eval_greedy=False))
     assert result["episodes"] == 2 and result["env"] == "Breakout-v5" and result["return"] >= 0.0

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import kernels.advantage
 import p3o_atari
 import p3o_ocean
 import ppo_baseline
@@ -340,7 +341,7 @@ def test_a_kernel_that_cannot_compile_falls_back_or_stops(module, monkeypatch):
     def broken():
         raise RuntimeError("nvrtc: error: identifier 'omega' is undefined")
 
-    monkeypatch.setattr(module, "load_cuda_advantage", broken)
+    monkeypatch.setattr(kernels.advantage, "load_cuda_advantage", broken)
     advantage, note = module.select_advantage("auto", torch.device("cuda"))
     assert advantage is module.p3o_advantage
     assert "CUDA kernel unavailable: RuntimeError: nvrtc: error: identifier 'omega' is undefined" in note

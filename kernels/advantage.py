@@ -1,0 +1,30 @@
+"""The P3O advantage's CUDA kernel, advantage.cu, launched through CuPy: what p3o_ocean.py and p3o_atari.py run on a
+GPU (`--kernel auto` or `cuda`). Elsewhere they run its PyTorch twin, `p3o_advantage`, which computes the same thing."""
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def load_cuda_advantage():
+    """advantage.cu compiled through CuPy, wrapped with `p3o_advantage`'s signature. It runs on
+    PyTorch's tensors in place (DLPack) and on PyTorch's current stream. Raises if CuPy cannot compile it."""
+    import cupy
+
+    source = (Path(__file__).resolve().parent / "advantage.cu").read_text()
+    kernel = cupy.RawKernel(source, "p3o_advantage")
+    kernel.compile()  # at start-up, so a broken kernel fails here and not mid-run
+
+    def cuda_advantage(rewards, terminals, mu, sigma, tail_mu):
+        T, N, H = mu.shape
+        tensors = [x.detach().float().contiguous() for x in (rewards, terminals, mu, sigma, tail_mu)]
+        advantages = torch.empty(T, N, device=mu.device)
+        threads = 256
+        with cupy.cuda.ExternalStream(torch.cuda.current_stream(mu.device).cuda_stream):
+            kernel(
+                ((T * N + threads - 1) // threads,), (threads,),
+                (*[cupy.from_dlpack(x) for x in tensors], np.int32(T), np.int32(N), np.int32(H), cupy.from_dlpack(advantages)),
+            )
+        return advantages
+
+    return cuda_advantage
