@@ -818,16 +818,11 @@ def explained_variance(y, residual, mask):
 # Checkpoints and guards: a run killed at any moment loses at most one --save-interval
 # ---------------------------------------------------------------------------------------------------------
 def rng_state():
-    numpy_state = np.random.get_state(legacy=False)
-    numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()  # plain types: loadable with weights_only
-    cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
-    return {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state(), "cuda": cuda_states}
+    """The random state a resume needs: torch's alone, as nothing here draws from Python's or NumPy's generators."""
+    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
 
 
 def set_rng_state(state):
-    random.setstate((state["python"][0], tuple(state["python"][1]), state["python"][2]))
-    state["numpy"]["state"]["key"] = np.array(state["numpy"]["state"]["key"], dtype=np.uint32)
-    np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
     if state["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
