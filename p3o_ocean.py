@@ -1051,9 +1051,11 @@ def train(args, checkpoint=None):
             tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device))
             advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu)
             advantages *= valid  # autoreset steps are not decisions
-            bad = first_nonfinite(rewards=rewards, mus=mus, sigma=sigma, advantages=advantages)
-            if bad:
-                stop_nonfinite(f"{bad} in the advantage")
+        # A non-finite mu or sigma makes its decision's advantage non-finite (every weight is above 0), so checking
+        # the advantages covers them, at a fraction of the cost of reading all of mu (24 ms an iteration at H = 128)
+        bad = first_nonfinite(rewards=rewards, advantages=advantages)
+        if bad:
+            stop_nonfinite(f"{bad} in the advantage")
         timer.lap("advantage")
 
         # flatten the batch

@@ -247,6 +247,32 @@ def test_non_finite_numbers_stop_the_run_with_a_crash_checkpoint(script, where, 
     assert crash["iteration"] == (2 if where == "advantage" else 0)
 
 
+@pytest.mark.parametrize("script", ["p3o_ocean.py", "p3o_atari.py"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_non_finite_mu_stops_the_run_at_the_advantage(script, bad, tmp_path, monkeypatch):
+    """The advantage's guard reads the advantages, not all of mu: one non-finite prediction, at one offset of one
+    decision in the rollout, must still stop the run there, before the update."""
+    module, _ = SCRIPTS[script]
+    monkeypatch.chdir(tmp_path)
+    forward = module.Agent.get_action_and_value
+    calls = []
+
+    def bad_mu_at_step_40(self, x, action=None, **kwargs):
+        action, logprob, entropy, mu = forward(self, x, action, **kwargs)
+        if action is not None and kwargs.get("hidden") is not None:  # the rollout's forward pass
+            calls.append(1)
+            if len(calls) == 40:
+                mu = mu.clone()
+                mu[3, 7] = bad
+        return action, logprob, entropy, mu
+
+    monkeypatch.setattr(module.Agent, "get_action_and_value", bad_mu_at_step_40)
+    with pytest.raises(SystemExit) as exit_info:
+        module.train(tiny_args(script, total_timesteps=128 * 4, horizon=8))
+    assert "non-finite advantages in the advantage at iteration 3" in str(exit_info.value.code)
+    assert module.load_checkpoint(str(the_run(tmp_path) / "crash.pt"), "--resume")["iteration"] == 2
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Hostile input: refused before anything starts, with what to change
 # ---------------------------------------------------------------------------------------------------------
