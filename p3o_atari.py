@@ -687,7 +687,7 @@ def train(args, checkpoint=None):
         b_advantages = advantages.reshape(-1)
         b_valid = valid.reshape(-1)
         # P3O: the rewards ahead and how many of them each decision keeps
-        b_value_targets = value_targets.reshape(-1, args.horizon)  # a copy, its rows contiguous
+        b_value_targets = value_targets.reshape(-1, args.horizon)  # a view: a decision's H targets are one contiguous row
         b_value_window = value_window.reshape(-1)
         b_clocks = clocks.reshape(-1)
         b_value_inside = value_inside.reshape(-1)
