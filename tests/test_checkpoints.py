@@ -259,7 +259,7 @@ def test_a_non_finite_mu_stops_the_run_at_the_advantage(script, bad, tmp_path, m
 
     def bad_mu_at_step_40(self, x, action=None, **kwargs):
         action, logprob, entropy, mu = forward(self, x, action, **kwargs)
-        if action is not None and kwargs.get("hidden") is not None:  # the rollout's forward pass
+        if kwargs.get("hidden") is not None:  # the rollout's forward pass (the update passes none)
             calls.append(1)
             if len(calls) == 40:
                 mu = mu.clone()
