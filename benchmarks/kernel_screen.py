@@ -129,7 +129,7 @@ def loader(source, threads):
         T, N, H = mu.shape
         tensors = [x.detach().float().contiguous() for x in (rewards, terminals, mu, sigma, tail_mu)]
         advantages = torch.empty(T, N, device=mu.device)
-        with cupy.cuda.ExternalStream(torch.cuda.current_stream(mu.device).cuda_stream):
+        with cupy.cuda.Stream.from_external(torch.cuda.current_stream(mu.device)):
             kernel(((T * N + threads - 1) // threads,), (threads,),
                    (*[cupy.from_dlpack(x) for x in tensors], np.int32(T), np.int32(N), np.int32(H), cupy.from_dlpack(advantages)))
         return advantages
