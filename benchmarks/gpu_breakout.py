@@ -57,7 +57,8 @@ def seed_runs(runs, steps, out):
         rows += [(name, "", int(seed), step, round(value, 3)) for step, value in curve]
     for name, by_seed in final.items():
         values = [by_seed[seed] for seed in sorted(by_seed)]
-        print(f"{name:<14} {np.mean(values):5.2f} +- {np.std(values, ddof=1):.2f}   per seed {sorted(by_seed)}: " + ", ".join(f"{v:.2f}" for v in values))
+        spread = f"{np.std(values, ddof=1):.2f}" if len(values) > 1 else "n/a "  # one seed has no std
+        print(f"{name:<14} {np.mean(values):5.2f} +- {spread}   per seed {sorted(by_seed)}: " + ", ".join(f"{v:.2f}" for v in values))
     if out:
         with open(RESULTS / out, "w", newline="") as file:
             writer = csv.writer(file)

@@ -163,7 +163,8 @@ def test_gpu_breakout_seed_runs_take_the_last_quarter_and_refuse_a_short_run(tmp
     monkeypatch.setattr(gpu_breakout, "RESULTS", tmp_path)
     gpu_breakout.seed_runs(tmp_path / "runs", 20_480, "seeds.csv")
     printed = capsys.readouterr().out
-    assert "p3o_atari       5.00 +- 1.41   per seed [5, 6]: 4.00, 6.00" in printed and "ppo_baseline    3.00" in printed
+    assert "p3o_atari       5.00 +- 1.41   per seed [5, 6]: 4.00, 6.00" in printed
+    assert "ppo_baseline    3.00 +- n/a    per seed [5]: 3.00" in printed  # one seed: no std, and no NaN
     assert (tmp_path / "seeds.csv").read_text().count("\n") == 1 + 3 * 20
     run("p3o_value1", 5, 15_360, 4.0)  # stopped at 3/4 of its steps: no final return
     with pytest.raises(SystemExit, match="stops at step 15360, short of 20480"):
