@@ -51,8 +51,10 @@ def seed_runs(runs, steps, out):
     for run in sorted(Path(runs).glob("Breakout-v5__*")):
         _, name, seed, _ = run.name.split("__")
         curve = [(step, value) for _, step, value in scalars(run, "charts/episodic_return")]
-        if not curve or curve[-1][0] < steps - 1024:
-            raise SystemExit(f"gpu_breakout.py: {run} stops at step {curve[-1][0] if curve else 0}, short of {steps}")
+        # complete when its last iteration logged, whether or not a game ended in it (charts/SPS: every iteration)
+        last_step = max((step for _, step, _ in scalars(run, "charts/SPS")), default=0)
+        if not curve or last_step < steps - 1024:
+            raise SystemExit(f"gpu_breakout.py: {run} stops at step {last_step}, short of {steps}")
         final.setdefault(name, {})[int(seed)] = np.mean([value for step, value in curve if step > 0.75 * steps])
         rows += [(name, "", int(seed), step, round(value, 3)) for step, value in curve]
     for name, by_seed in final.items():

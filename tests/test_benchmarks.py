@@ -152,20 +152,22 @@ def test_gpu_breakout_seed_runs_take_the_last_quarter_and_refuse_a_short_run(tmp
     import gpu_breakout
     from torch.utils.tensorboard import SummaryWriter
 
-    def run(name, seed, last_step, late_value):
+    def run(name, seed, last_step, late_value, last_game=None):
         with SummaryWriter(tmp_path / "runs" / f"Breakout-v5__{name}__{seed}__1795651710") as writer:
             for step in range(1024, last_step + 1, 1024):
-                writer.add_scalar("charts/episodic_return", late_value if step > 0.75 * 20_480 else 0.0, step)
+                writer.add_scalar("charts/SPS", 500, step)
+                if step <= (last_game or last_step):
+                    writer.add_scalar("charts/episodic_return", late_value if step > 0.75 * 20_480 else 0.0, step)
 
     run("p3o_atari", 5, 20_480, 4.0)
-    run("p3o_atari", 6, 20_480, 6.0)
+    run("p3o_atari", 6, 20_480, 6.0, last_game=18_432)  # complete, though no game ended in its last two iterations
     run("ppo_baseline", 5, 20_480, 3.0)
     monkeypatch.setattr(gpu_breakout, "RESULTS", tmp_path)
     gpu_breakout.seed_runs(tmp_path / "runs", 20_480, "seeds.csv")
     printed = capsys.readouterr().out
     assert "p3o_atari       5.00 +- 1.41   per seed [5, 6]: 4.00, 6.00" in printed
     assert "ppo_baseline    3.00 +- n/a    per seed [5]: 3.00" in printed  # one seed: no std, and no NaN
-    assert (tmp_path / "seeds.csv").read_text().count("\n") == 1 + 3 * 20
+    assert (tmp_path / "seeds.csv").read_text().count("\n") == 1 + 3 * 20 - 2
     run("p3o_value1", 5, 15_360, 4.0)  # stopped at 3/4 of its steps: no final return
     with pytest.raises(SystemExit, match="stops at step 15360, short of 20480"):
         gpu_breakout.seed_runs(tmp_path / "runs", 20_480, None)
