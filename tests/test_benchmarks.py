@@ -173,6 +173,21 @@ def test_gpu_breakout_seed_runs_take_the_last_quarter_and_refuse_a_short_run(tmp
         gpu_breakout.seed_runs(tmp_path / "runs", 20_480, None)
 
 
+def test_breakout_figure_reads_every_seed_and_refuses_a_missing_one(tmp_path, monkeypatch, capsys):
+    import breakout_figure
+
+    monkeypatch.setattr(breakout_figure, "FIGURE", tmp_path / "breakout.png")
+    breakout_figure.main()  # the committed CSVs: the figures the README and docs/ablations.md quote
+    printed = capsys.readouterr().out
+    assert "p3o_atari.py --horizon 128 (default)   4.48 +- 1.62 (std)" in printed and "10 seeds" in printed
+    assert "p3o_atari.py at eeb93b1 (the bar's)    4.61 +- 1.33 (std), 95% CI +- 0.62, 20 seeds" in printed
+    assert "ppo_baseline.py                        4.39 +- 1.33" in printed
+    assert "p3o_atari.py --horizon 128 (default)   against PPO: +0.09 +- 1.40" in printed
+    assert (tmp_path / "breakout.png").stat().st_size > 20_000
+    with pytest.raises(SystemExit, match=r"has no ppo_baseline.py '' rows of seeds \[11\]"):
+        breakout_figure.curves([(breakout_figure.CPU.format("ppo_s9"), "ppo_baseline.py", "", [9, 11])])
+
+
 def test_clock_fit_cost_times_the_refit_on_each_stride(monkeypatch, capsys):
     import clock_fit_cost
 
