@@ -26,26 +26,26 @@ from ocean_studies import ci95, difference_ci95  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results"
 FIGURE = RESULTS / "readme_breakout.png"
 STEPS = 200_000
-CPU = "atari_learning_Breakout-v5_200k_{}.csv"
+CSV_NAME = "atari_learning_Breakout-v5_200k_{}.csv"
 # label, colour, and the runs: (CSV file, its script column, its flags column, seeds)
 CASES = [
     ("p3o_atari.py --horizon 128 (default)", "tab:red", [
-        (CPU.format(f"value_half_s{seed}"), "p3o_atari.py", "", [seed]) for seed in (1, 2, 3, 4)] + [
-        (CPU.format("gpu_h200_s5-8"), "p3o_atari", "", [5, 6, 7, 8]),
-        (CPU.format("gpu_h200_noclock_s5-10"), "p3o_atari", "", [9, 10])]),
+        (CSV_NAME.format(f"value_half_s{seed}"), "p3o_atari.py", "", [seed]) for seed in (1, 2, 3, 4)] + [
+        (CSV_NAME.format("gpu_h200_s5-8"), "p3o_atari", "", [5, 6, 7, 8]),
+        (CSV_NAME.format("gpu_h200_noclock_s5-10"), "p3o_atari", "", [9, 10])]),
     ("the same, --no-clock", "tab:orange", [
-        (CPU.format(f"no_clock_value_half_s{seed}"), "p3o_atari.py", "--no-clock", [seed]) for seed in (1, 2, 3, 4)] + [
-        (CPU.format("gpu_h200_noclock_s5-10"), "p3o_noclock", "", [5, 6, 7, 8, 9, 10])]),
+        (CSV_NAME.format(f"no_clock_value_half_s{seed}"), "p3o_atari.py", "--no-clock", [seed]) for seed in (1, 2, 3, 4)] + [
+        (CSV_NAME.format("gpu_h200_noclock_s5-10"), "p3o_noclock", "", [5, 6, 7, 8, 9, 10])]),
     ("p3o_atari.py at eeb93b1 (the bar's)", "tab:purple", [
-        (CPU.format("screen_default_s1"), "p3o_atari.py", "", [1]),
-        (CPU.format("screen_default_s2"), "p3o_atari.py", "", [2]),
-        (CPU.format("screen_default_s34"), "p3o_atari.py", "", [3, 4])] + [
-        (CPU.format(f"old_default_s{seed}"), "p3o_atari.py", "", [seed]) for seed in (5, 6, 7, 8)] + [
-        (CPU.format("gpu_h200_old_default_s9-20"), "old_default", "", list(range(9, 21)))]),
+        (CSV_NAME.format("screen_default_s1"), "p3o_atari.py", "", [1]),
+        (CSV_NAME.format("screen_default_s2"), "p3o_atari.py", "", [2]),
+        (CSV_NAME.format("screen_default_s34"), "p3o_atari.py", "", [3, 4])] + [
+        (CSV_NAME.format(f"old_default_s{seed}"), "p3o_atari.py", "", [seed]) for seed in (5, 6, 7, 8)] + [
+        (CSV_NAME.format("gpu_h200_old_default_s9-20"), "old_default", "", list(range(9, 21)))]),
     ("ppo_baseline.py", "tab:blue", [
-        (CPU.format("window_loss"), "ppo_baseline.py", "", [1, 2, 3, 4]),
-        (CPU.format("gpu_h200_s5-8"), "ppo_baseline", "", [5, 6, 7, 8])] + [
-        (CPU.format(f"ppo_s{seed}"), "ppo_baseline.py", "", [seed]) for seed in (9, 10)]),
+        (CSV_NAME.format("window_loss"), "ppo_baseline.py", "", [1, 2, 3, 4]),
+        (CSV_NAME.format("gpu_h200_s5-8"), "ppo_baseline", "", [5, 6, 7, 8])] + [
+        (CSV_NAME.format(f"ppo_s{seed}"), "ppo_baseline.py", "", [seed]) for seed in (9, 10)]),
 ]
 
 

@@ -185,7 +185,7 @@ def test_breakout_figure_reads_every_seed_and_refuses_a_missing_one(tmp_path, mo
     assert "p3o_atari.py --horizon 128 (default)   against PPO: +0.09 +- 1.40" in printed
     assert (tmp_path / "breakout.png").stat().st_size > 20_000
     with pytest.raises(SystemExit, match=r"has no ppo_baseline.py '' rows of seeds \[11\]"):
-        breakout_figure.curves([(breakout_figure.CPU.format("ppo_s9"), "ppo_baseline.py", "", [9, 11])])
+        breakout_figure.curves([(breakout_figure.CSV_NAME.format("ppo_s9"), "ppo_baseline.py", "", [9, 11])])
 
 
 def test_clock_fit_cost_times_the_refit_on_each_stride(monkeypatch, capsys):
