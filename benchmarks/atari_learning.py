@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import torch
 
-from atari_runs import ROOT, finish, scalars, start
+from atari_runs import ROOT, finish, last_quarter, scalars, start
 
 SCRIPTS = ("ppo_baseline.py", "p3o_atari.py")
 
@@ -60,7 +60,7 @@ def main():
             curve = [(step, value) for _, step, value in scalars(run_dir, "charts/episodic_return")]
             lengths = [value for _, _, value in scalars(run_dir, "charts/episodic_length")]
             rows += [{"script": script, "flags": " ".join(extra[script]), "seed": seed, "step": step, "episodic_return": round(value, 3)} for step, value in curve]
-            last = [value for step, value in curve if step > 0.75 * options.total_timesteps]
+            last = last_quarter(curve, options.total_timesteps)
             final[script, seed] = float(np.mean(last)) if last else float("nan")
             entropy = [value for _, _, value in scalars(run_dir, "losses/entropy")]
             # explained variance over the last 5 iterations: PPO's of its returns; P3O's of its per-offset rewards

@@ -37,3 +37,9 @@ def scalars(run_dir, tag):
     events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     events.Reload()
     return [(e.wall_time, e.step, e.value) for e in events.Scalars(tag)] if tag in events.Tags()["scalars"] else []
+
+
+def last_quarter(curve, total_steps):
+    """The returns of a [(step, episodic_return)] curve logged in the last quarter of a run of `total_steps`: a run's
+    final return is their mean (the same measure for every Breakout figure here)."""
+    return [value for step, value in curve if step > 0.75 * total_steps]

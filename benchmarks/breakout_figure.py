@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from atari_runs import last_quarter  # noqa: E402
 from ocean_studies import ci95, difference_ci95  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -63,10 +64,6 @@ def curves(runs):
     return {seed: np.array(sorted(points)).T for seed, points in sorted(found.items())}
 
 
-def final_return(steps, values):
-    return float(values[steps > 0.75 * STEPS].mean())
-
-
 def main():
     import matplotlib
 
@@ -78,7 +75,7 @@ def main():
     finals = {}
     for position, (label, colour, runs) in enumerate(CASES):
         by_seed = curves(runs)
-        finals[label] = [final_return(steps, values) for steps, values in by_seed.values()]
+        finals[label] = [float(np.mean(last_quarter(zip(steps, values), STEPS))) for steps, values in by_seed.values()]
         mean, half = ci95(finals[label])
         print(f"{label:<38} {mean:.2f} +- {statistics.stdev(finals[label]):.2f} (std), 95% CI +- {half:.2f}, {len(finals[label])} seeds: "
               + ", ".join(f"{v:.2f}" for v in finals[label]))

@@ -45,7 +45,7 @@ def export(runs):
 def seed_runs(runs, steps, out):
     """Final returns of gpu_breakout_seeds.sh's runs (folders Breakout-v5__NAME__SEED__TIME), per variant and seed."""
     sys.path.insert(0, str(HERE))
-    from atari_runs import scalars
+    from atari_runs import last_quarter, scalars
 
     rows, final = [], {}
     for run in sorted(Path(runs).glob("Breakout-v5__*")):
@@ -55,7 +55,7 @@ def seed_runs(runs, steps, out):
         last_step = max((step for _, step, _ in scalars(run, "charts/SPS")), default=0)
         if not curve or last_step < steps - 1024:
             raise SystemExit(f"gpu_breakout.py: {run} stops at step {last_step}, short of {steps}")
-        final.setdefault(name, {})[int(seed)] = np.mean([value for step, value in curve if step > 0.75 * steps])
+        final.setdefault(name, {})[int(seed)] = np.mean(last_quarter(curve, steps))
         rows += [(name, "", int(seed), step, round(value, 3)) for step, value in curve]
     for name, by_seed in final.items():
         values = [by_seed[seed] for seed in sorted(by_seed)]
