@@ -3,9 +3,10 @@ checkpoint), P3O against PPO on one Ocean env at the studies' sizes, side by sid
 
     python benchmarks/phase_times.py                       # squared, P3O at H = 32 and 128, 3 alternating repeats
     python benchmarks/phase_times.py --env delay --repeats 5
+    python benchmarks/phase_times.py --threads 2           # the scripts' own thread count on a 2-core machine
 
 Each run is a spec of ocean_studies.py's throughput study (its env, budget and shared hyperparameters), trained in
-this process with one torch thread, one after the other, alternating between the configurations; the figures are
+this process with `--threads` torch threads (1 by default), one after the other, alternating between the configurations; the figures are
 medians over the repeats of each phase's seconds divided by the run's iterations. The phases are the scripts' own
 (their PhaseTimer). Set the MALLOC_* variables of the README first, as for every CPU benchmark here.
 """
@@ -42,14 +43,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="squared", choices=ocean_studies.ENVS)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
     opts = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(opts.threads)
     times = {label: [] for label, _, _ in CONFIGS}
     for _ in range(opts.repeats):
         for label, algo, options in CONFIGS:
             times[label].append(phase_times(ocean_studies.spec(algo, opts.env, 1, 1.0, ocean_studies.THROUGHPUT_STEPS, **options)))
     phases = ["rollout", "advantage", "update", "log", "checkpoint"]
-    print(f"\n{opts.env}, {ocean_studies.THROUGHPUT_STEPS:,} steps a run, ms per iteration, medians of {opts.repeats}")
+    print(f"\n{opts.env}, {ocean_studies.THROUGHPUT_STEPS:,} steps a run, {opts.threads} thread(s), ms per iteration, medians of {opts.repeats}")
     print(f"{'config':<12}" + "".join(f"{phase:>11}" for phase in phases) + f"{'total':>11}")
     for label, runs in times.items():
         medians = [1000 * statistics.median(run.get(phase, 0.0) for run in runs) for phase in phases]
