@@ -6,9 +6,10 @@ checkpoint), P3O against PPO on one Ocean env at the studies' sizes, side by sid
     python benchmarks/phase_times.py --threads 2           # the scripts' own thread count on a 2-core machine
 
 Each run is a spec of ocean_studies.py's throughput study (its env, budget and shared hyperparameters), trained in
-this process with `--threads` torch threads (1 by default), one after the other, alternating between the configurations; the figures are
-medians over the repeats of each phase's seconds divided by the run's iterations. The phases are the scripts' own
-(their PhaseTimer). Set the MALLOC_* variables of the README first, as for every CPU benchmark here.
+this process with `--threads` torch threads (1 by default), one after the other, alternating between the
+configurations; the figures are medians over the repeats of each phase's seconds divided by the run's iterations.
+The phases are the scripts' own (their PhaseTimer). Set the MALLOC_* variables of the README first, as for every CPU
+benchmark here.
 """
 import argparse
 import os
