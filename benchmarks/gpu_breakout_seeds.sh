@@ -8,7 +8,7 @@
 #
 # NAME is the run's --exp-name: ppo_baseline runs ppo_baseline.py, any other name p3o_atari.py, each with FLAGS.
 # A run still going after LIMIT_S seconds is stopped; --resume continues every run from its last checkpoint
-# (written each 25 iterations). Measured on one H200, 2026-11-26: twelve runs at once go at about 365-405 SPS
+# (written each 25 iterations). Each run goes through benchmarks/flushing.py, so a stopped run keeps its curve. Measured on one H200, 2026-11-26: twelve runs at once go at about 365-405 SPS
 # each, so 200k steps take about 9 minutes, two calls (450 s, then --resume 270 s). Needs .whl carried
 # (benchmarks/gpu_wheels.sh). Here: tar xzf FILES_AT/events.tgz, then
 # python benchmarks/gpu_breakout.py --seed-runs runs --out NAME.csv.
@@ -21,7 +21,7 @@ script_of() { if [ "$1" = ppo_baseline ]; then echo ppo_baseline.py; else echo p
 if [ "$1" = --resume ]; then
   for run in runs/Breakout-v5__*/; do
     name=$(basename "$run" | sed -E 's/^Breakout-v5__(.*)__[0-9]+__[0-9]+$/\1/')
-    timeout "$2" python3 "$(script_of "$name")" --resume "${run}checkpoint.pt" --no-progress > "${run}resume.log" 2>&1 &
+    timeout "$2" python3 benchmarks/flushing.py "$(script_of "$name")" --resume "${run}checkpoint.pt" --no-progress > "${run}resume.log" 2>&1 &
   done
 else
   limit=$1 steps=$2 seeds=$3
@@ -33,7 +33,7 @@ else
     name=${variant%%=*} flags=${variant#*=}
     for seed in $seeds; do
       # shellcheck disable=SC2086
-      timeout "$limit" python3 "$(script_of "$name")" --no-progress --exp-name "$name" --env-id Breakout-v5 \
+      timeout "$limit" python3 benchmarks/flushing.py "$(script_of "$name")" --no-progress --exp-name "$name" --env-id Breakout-v5 \
         --total-timesteps "$steps" --seed "$seed" $flags > "runs/${name}_s$seed.log" 2>&1 &
     done
   done
