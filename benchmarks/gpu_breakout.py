@@ -55,7 +55,8 @@ def seed_runs(runs, steps, out):
         last_step = max((step for _, step, _ in scalars(run, "charts/SPS")), default=0)
         if not curve or last_step < steps - 1024:
             raise SystemExit(f"gpu_breakout.py: {run} stops at step {last_step}, short of {steps}")
-        final.setdefault(name, {})[int(seed)] = np.mean(last_quarter(curve, steps))
+        # a run stopped by the time limit may have gone past `steps`: its games after them are left out of the measure
+        final.setdefault(name, {})[int(seed)] = np.mean(last_quarter([(s, v) for s, v in curve if s <= steps], steps))
         rows += [(name, "", int(seed), step, round(value, 3)) for step, value in curve]
     for name, by_seed in final.items():
         values = [by_seed[seed] for seed in sorted(by_seed)]
