@@ -8,8 +8,9 @@
 #
 # NAME is the run's --exp-name: ppo_baseline runs ppo_baseline.py, any other name p3o_atari.py, each with FLAGS.
 # A run still going after LIMIT_S seconds is stopped; --resume continues every run from its last checkpoint
-# (written each 25 iterations). Each run goes through benchmarks/flushing.py, so a stopped run keeps its curve. Measured on one H200, 2026-11-26: twelve runs at once go at about 365-405 SPS
-# each, so 200k steps take about 9 minutes, two calls (450 s, then --resume 270 s). Needs .whl carried
+# (written each 25 iterations). Each run goes through benchmarks/flushing.py, so a stopped run keeps its curve.
+# Measured on one H200, 2026-11-26: twelve runs at once go at about 365-405 SPS each, so 200k steps take about
+# 9 minutes, two calls (450 s, then --resume 270 s). Needs .whl carried
 # (benchmarks/gpu_wheels.sh). Here: tar xzf FILES_AT/events.tgz, then
 # python benchmarks/gpu_breakout.py --seed-runs runs --out NAME.csv.
 set -u
