@@ -217,3 +217,21 @@ def test_sigma_pairs_counts_the_known_zeros_that_the_value_nll_keeps(tmp_path, m
     assert (share[1:] >= share[:-1] - 1e-6).all() and share[15] > 0.2  # forage's episodes are a few steps long
     assert (out["pairs"] >= out["inside_pairs"]).all() and (out["pairs"][1:] <= out["pairs"][:-1]).all()
     assert all(torch.isfinite(out[key]).all() for key in ("sigma_learned", "sigma_kept", "sigma_inside"))
+
+
+def test_flushing_runs_a_script_as_python_would_with_tensorboard_flushing_every_10_s(tmp_path):
+    """benchmarks/flushing.py (gpu_breakout_seeds.sh's wrapper): the script runs as __main__ with its own arguments
+    and its folder first on sys.path (a sibling module imports), and its SummaryWriter flushes every 10 s, not 120."""
+    import subprocess
+
+    (tmp_path / "sibling.py").write_text("VALUE = 7\n")
+    (tmp_path / "script.py").write_text(
+        "import sys\nfrom torch.utils.tensorboard import SummaryWriter\nimport sibling\n"
+        "if __name__ == '__main__':\n"
+        "    writer = SummaryWriter(sys.argv[2])\n"
+        "    print(sys.argv[1], sibling.VALUE, writer.flush_secs)\n    writer.close()\n"
+    )
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "flushing.py"), str(tmp_path / "script.py"), "hello", str(tmp_path / "runs")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["hello", "7", "10"]
