@@ -91,6 +91,9 @@ class Args:
     # P3O specific arguments, the same defaults as p3o_atari.py's
     horizon: int = 128
     """H, the horizon cap: the value head predicts the reward at each of the next H steps"""
+    bootstrap_after: int = 32
+    """K: the advantage's targets are the rewards up to offset K, and beyond it the critic's predictions made K steps
+    later, except at the offsets the action is tied to (docs/algorithm.md); K >= H: the rewards throughout"""
     window_loss_coef: float = 0.1
     """beside the NLL, this times 0.5 (sum of target - mu over the decision's window)^2, over the batch's variance of
     the window sums where that is above 1: the trunk's gradient where per-step rewards are small (docs/algorithm.md)"""
@@ -608,6 +611,8 @@ MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 # --clock: the table's rows (episode steps 0 .. 254, then one row for every later step) and its candidate shrinkages,
 # in residuals of 0 added to each cell (fit_clock_table picks one per offset).
 CLOCK_ROWS = 256
+# Offsets beyond --bootstrap-after keep their rewards as targets where tie_z is above this: three standard errors.
+TIE_Z = 3.0
 CLOCK_PRIORS = 4.0 ** torch.arange(-1.0, 8.0)
 # The table is refitted on every (num_envs // CLOCK_FIT_ENVS)-th env: half the cost at 256 envs, the same scores on
 # the probes and the sanity envs (a quarter cost forage 0.002; docs/ablations.md, "Speed").
@@ -709,19 +714,27 @@ def log_weight_curve(writer, sigma, global_step):
     )
 
 
-def p3o_advantage(rewards, terminals, mu, sigma, tail_mu):
-    """A[t, n] = sum_{j < H} w[j] * (target[t, n, j] - mu[t, n, j]), the P3O advantage.
+def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, after=None, keep=None):
+    """The P3O advantage in two parts: near[t, n] = sum_{j < K} w[j] * (target[t, n, j] - mu[t, n, j]), and far[t, n]
+    the same sum over the offsets j >= K (K = `after`; None: H, so far = 0).
 
     The targets are `episode_windows`': the rewards ahead, 0 after the episode's terminal, the bootstrap
-    predictions tail_mu past the rollout's end. w = omega / max(omega), omega[j] = 1 / sigma[j]^2 the precision
-    of the prediction j steps ahead; sigma is clamped to [e^-10, e^10], the range training keeps it in, so
-    sigma = 0 gives finite results. Shapes: rewards, terminals [T, N]; mu [T, N, H]; sigma [H]; tail_mu [N, H].
-    Returns advantages [T, N] float32.
+    predictions tail_mu past the rollout's end. Beyond K, where t's episode still runs at step t + K and t + K is
+    inside the rollout, offset j's target is mu[t + K, n, j - K], the critic's own prediction of that reward made K
+    steps later, except at the offsets where keep[j] is true: those keep their rewards. w = omega / max(omega),
+    omega[j] = 1 / sigma[j]^2 the precision of the prediction j steps ahead; sigma is clamped to [e^-10, e^10], the
+    range training keeps it in, so sigma = 0 gives finite results. Shapes: rewards, terminals [T, N]; mu [T, N, H];
+    sigma, keep [H]; tail_mu [N, H]. Returns near and far stacked, [2, T, N] float32.
     """
     T, N, H = mu.shape
+    K = H if after is None else min(after, H)
     omega = precision(sigma)
     targets, _ = episode_windows(rewards, terminals, H, tail_mu)
-    total = torch.empty(T, N, device=mu.device)
+    if K < min(H, T):
+        runs = episode_ends(terminals)[: T - K] >= torch.arange(K, T, device=mu.device)[:, None]  # at step t + K
+        bootstrap = runs[..., None] & (keep[K:] == 0 if keep is not None else True)
+        targets[: T - K, :, K:] = torch.where(bootstrap, mu[K:, :, : H - K], targets[: T - K, :, K:])
+    parts = torch.empty(2, T, N, device=mu.device)
     # Blocks of envs, through one buffer, keep the temporaries at a few MB: on the CPU every fresh page of a
     # large temporary costs a fault.
     block = max(1, min(N, 2**21 // (T * H)))
@@ -729,8 +742,30 @@ def p3o_advantage(rewards, terminals, mu, sigma, tail_mu):
     for n in range(0, N, block):
         width = min(block, N - n)
         r = torch.sub(targets[:, n : n + width], mu[:, n : n + width], out=residual[:, :width])
-        total[:, n : n + width] = torch.mv(r.reshape(-1, H), omega).view(T, width)
-    return total / omega.max()
+        parts[0, :, n : n + width] = r[..., :K] @ omega[:K]
+        parts[1, :, n : n + width] = r[..., K:] @ omega[K:]
+    return parts / omega.max()
+
+
+def tie_z(targets, mu, score, valid):
+    """z[j] = |corr(target[j] - mu[j], score)| * sqrt(n) over the batch's n decisions (valid): how surely the action
+    moves the reward j steps ahead, with score its centred log-prob (about |N(0, 1)| where nothing ties them).
+    Shapes: targets, mu [T, N, H]; score, valid [T, N]. Returns z [H]."""
+    H = mu.shape[-1]
+    residual = torch.where(valid[..., None], targets - mu, 0.0).reshape(-1, H)
+    score = torch.where(valid, score, 0.0).reshape(-1)
+    corr = (residual.T @ score) / (residual.square().sum(0) * score.square().sum()).sqrt().clamp(min=1e-30)
+    return corr.abs() * valid.sum().sqrt()
+
+
+def centre_by_clock(x, clocks, valid):
+    """x less its mean over the batch's decisions (valid) made at the same step of their episodes (the clock's rows).
+    Shapes: x, clocks, valid [T, N]. Returns [T, N]."""
+    rows = clocks.clamp(0, CLOCK_ROWS - 1).reshape(-1)
+    weight = valid.float().reshape(-1)
+    sums = x.new_zeros(CLOCK_ROWS).index_add_(0, rows, x.reshape(-1) * weight)
+    counts = x.new_zeros(CLOCK_ROWS).index_add_(0, rows, weight).clamp(min=1)
+    return x - (sums / counts).index_select(0, rows).view_as(x)
 
 
 def select_advantage(kernel, device):
@@ -903,7 +938,7 @@ def check_args(args):
         close = difflib.get_close_matches(args.env_id, OCEAN_ENVS, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         errors.append(f"--env-id {args.env_id!r} is not an Ocean env{hint}; choose from all, {', '.join(OCEAN_ENVS)}")
-    for name in ("horizon", "num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size", "delay", "forage_distance", "password_length", "spread", "choice_distance"):
+    for name in ("horizon", "bootstrap_after", "num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size", "delay", "forage_distance", "password_length", "spread", "choice_distance"):
         if getattr(args, name) < 1:
             errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if not args.reward_noise >= 0:
@@ -971,6 +1006,7 @@ def train(args, checkpoint=None):
     mus = torch.zeros((args.num_steps, args.num_envs, args.horizon), device=device)
     hiddens = torch.zeros((args.num_steps, args.num_envs, agent.critic.in_features), device=device)  # the trunk's features
     clocks = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)  # each decision's step in its episode
+    entropies = torch.zeros((args.num_steps, args.num_envs), device=device)  # with the log-probs, the tie's score
     offsets = torch.arange(args.horizon, device=device)
 
     # TRY NOT TO MODIFY: start the game
@@ -1021,8 +1057,9 @@ def train(args, checkpoint=None):
             with torch.no_grad():
                 hiddens[step] = agent.get_features(next_obs)  # kept for the clock table's refit
                 clocks[step] = torch.as_tensor(envs.episode_length, device=device)  # the env's count of the episode's decisions
-                action, logprob, _, mu = agent.get_action_and_value(next_obs, hidden=hiddens[step])
+                action, logprob, entropy, mu = agent.get_action_and_value(next_obs, hidden=hiddens[step])
                 mus[step] = mu + agent.clock_mu(clocks[step])
+                entropies[step] = entropy
             actions[step] = action
             logprobs[step] = logprob
 
@@ -1049,8 +1086,13 @@ def train(args, checkpoint=None):
             value_inside = episode_inside(ends, args.horizon) * real
             sigma = agent.log_sigma.clamp(-10, 10).exp()
             tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device))
-            advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu)
-            advantages *= valid  # autoreset steps are not decisions
+            # Beyond offset K the targets are the critic's predictions made K steps later, except at the offsets
+            # whose residual the action measurably moves (z > TIE_Z), which keep their rewards; the far part is
+            # centred per episode step, so the critic's drift along the episode is not credited to the actions.
+            targets, _ = episode_windows(rewards, terminals, args.horizon, tail_mu)
+            keep = tie_z(targets, mus, logprobs + entropies, real) > TIE_Z
+            near, far = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.bootstrap_after, keep)
+            advantages = (near + centre_by_clock(far, clocks, real)) * valid  # autoreset steps are not decisions
         # A non-finite mu or sigma makes its decision's advantage non-finite (every weight is above 0), so checking
         # the advantages covers them, at a fraction of the cost of reading all of mu (24 ms an iteration at H = 128)
         bad = first_nonfinite(rewards=rewards, advantages=advantages)
@@ -1179,6 +1221,7 @@ def train(args, checkpoint=None):
         writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
         writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
         writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
+        writer.add_scalar("charts/tied_offsets", keep[args.bootstrap_after :].sum().item(), global_step)
         writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
         log_weight_curve(writer, sigma, global_step)
         for phase, seconds in timer.totals.items():

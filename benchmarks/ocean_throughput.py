@@ -42,11 +42,12 @@ def time_twin(T, N, H, repeats):
     mu = torch.randn(T, N, H, generator=g)
     sigma = torch.rand(H, generator=g) + 0.5
     tail_mu = torch.randn(N, H, generator=g)
-    p3o_ocean.p3o_advantage(rewards, terminals, mu, sigma, tail_mu)
+    after = p3o_ocean.Args.bootstrap_after  # as the script calls it, with no offset kept
+    p3o_ocean.p3o_advantage(rewards, terminals, mu, sigma, tail_mu, after)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        p3o_ocean.p3o_advantage(rewards, terminals, mu, sigma, tail_mu)
+        p3o_ocean.p3o_advantage(rewards, terminals, mu, sigma, tail_mu, after)
         times.append(time.perf_counter() - start)
     return times
 

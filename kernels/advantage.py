@@ -15,16 +15,19 @@ def load_cuda_advantage():
     kernel = cupy.RawKernel(source, "p3o_advantage")
     kernel.compile()  # at start-up, so a broken kernel fails here and not mid-run
 
-    def cuda_advantage(rewards, terminals, mu, sigma, tail_mu):
+    def cuda_advantage(rewards, terminals, mu, sigma, tail_mu, after=None, keep=None):
         T, N, H = mu.shape
-        tensors = [x.detach().float().contiguous() for x in (rewards, terminals, mu, sigma, tail_mu)]
-        advantages = torch.empty(T, N, device=mu.device)
+        K = H if after is None else min(after, H)
+        keep = torch.zeros(H, device=mu.device) if keep is None else keep
+        tensors = [x.detach().float().contiguous() for x in (rewards, terminals, mu, sigma, tail_mu, keep)]
+        parts = torch.empty(2, T, N, device=mu.device)  # near, far
         threads = 256
         with cupy.cuda.Stream.from_external(torch.cuda.current_stream(mu.device)):  # the CUDA stream protocol
             kernel(
                 ((T * N + threads - 1) // threads,), (threads,),
-                (*[cupy.from_dlpack(x) for x in tensors], np.int32(T), np.int32(N), np.int32(H), cupy.from_dlpack(advantages)),
+                (*[cupy.from_dlpack(x) for x in tensors], np.int32(T), np.int32(N), np.int32(H), np.int32(K),
+                 cupy.from_dlpack(parts[0]), cupy.from_dlpack(parts[1])),
             )
-        return advantages
+        return parts
 
     return cuda_advantage

@@ -18,10 +18,11 @@ LAUNCHER = """
 #include "host_shim.h"
 #include "advantage.cu"
 extern "C" void launch(const float* rewards, const float* terminals, const float* mu, const float* sigma,
-                       const float* tail_mu, int T, int N, int H, float* advantages, int threads) {
+                       const float* tail_mu, const float* keep, int T, int N, int H, int K, float* near, float* far,
+                       int threads) {
     const long long total = (long long)T * N;
     SHIM_LAUNCH(p3o_advantage, (unsigned)((total + threads - 1) / threads), (unsigned)threads, rewards, terminals,
-                mu, sigma, tail_mu, T, N, H, advantages);
+                mu, sigma, tail_mu, keep, T, N, H, K, near, far);
 }
 """
 
@@ -37,38 +38,46 @@ def host_library(flags=("-O2",)):
     subprocess.run(command, check=True, capture_output=True, text=True)
     lib = ctypes.CDLL(str(library))
     pointer, i32 = ctypes.c_void_p, ctypes.c_int
-    lib.launch.argtypes = [pointer] * 5 + [i32, i32, i32, pointer, i32]
+    lib.launch.argtypes = [pointer] * 6 + [i32, i32, i32, i32, pointer, pointer, i32]
     lib.launch.restype = None
     return lib
 
 
-def host_advantage(rewards, terminals, mu, sigma, tail_mu, threads=64, flags=("-O2",)):
+def host_advantage(rewards, terminals, mu, sigma, tail_mu, after=None, keep=None, threads=64, flags=("-O2",)):
     """The kernel's own code on the CPU, with p3o_advantage's signature."""
     T, N, H = mu.shape
-    arrays = [np.ascontiguousarray(torch.as_tensor(x).cpu().numpy(), dtype=np.float32) for x in (rewards, terminals, mu, sigma, tail_mu)]
-    advantages = np.full((T, N), np.nan, dtype=np.float32)
-    host_library(tuple(flags)).launch(*[a.ctypes.data for a in arrays], T, N, H, advantages.ctypes.data, threads)
-    return torch.from_numpy(advantages)
+    K = H if after is None else min(after, H)
+    keep = torch.zeros(H) if keep is None else keep
+    arrays = [np.ascontiguousarray(torch.as_tensor(x).cpu().numpy(), dtype=np.float32) for x in (rewards, terminals, mu, sigma, tail_mu, keep)]
+    parts = np.full((2, T, N), np.nan, dtype=np.float32)
+    host_library(tuple(flags)).launch(*[a.ctypes.data for a in arrays], T, N, H, K, parts[0].ctypes.data, parts[1].ctypes.data, threads)
+    return torch.from_numpy(parts)
 
 
-def reference_advantage(rewards, terminals, mu, sigma, tail_mu):
+def reference_advantage(rewards, terminals, mu, sigma, tail_mu, after=None, keep=None):
     """The advantage of docs/algorithm.md as loops, in float64: slow, plain, and independent of both
     implementations. Every window runs H offsets: the rewards of its episode, 0 after its terminal, the bootstrap
-    predictions past the rollout's end."""
+    predictions past the rollout's end; from offset K = `after` on, where the episode runs at step t + K inside the
+    rollout, mu[t + K, n, j - K] at the offsets not kept. Returns the parts before K and from K on, [2, T, N]."""
     rewards, terminals, mu, sigma, tail_mu = (torch.as_tensor(x, dtype=torch.float64) for x in (rewards, terminals, mu, sigma, tail_mu))
     T, N, H = mu.shape
+    K = H if after is None else min(after, H)
+    keep = [False] * H if keep is None else [bool(x) for x in keep]
     # The weights are rounded as the float32 implementations round them.
     f32 = np.float32
     s = [min(max(f32(x), f32(math.exp(-10))), f32(math.exp(10))) for x in sigma.tolist()]
     omega = [float(f32(1) / (x * x)) for x in s]
     norm = max(omega)
-    advantages = torch.zeros(T, N, dtype=torch.float64)
+    parts = torch.zeros(2, T, N, dtype=torch.float64)
     for n in range(N):
         for t in range(T):
             last = next((j for j in range(T - t) if terminals[t + j, n] != 0), None)  # the offset of the episode's terminal
             targets = [0.0 if last is not None and j > last else float(rewards[t + j, n]) if t + j < T else float(tail_mu[n, t + j - T]) for j in range(H)]
-            advantages[t, n] = sum(omega[j] / norm * (targets[j] - float(mu[t, n, j])) for j in range(H))
-    return advantages
+            if t + K < T and (last is None or last >= K):  # the episode runs at step t + K
+                targets = [float(mu[t + K, n, j - K]) if j >= K and not keep[j] else targets[j] for j in range(H)]
+            parts[0, t, n] = sum(omega[j] / norm * (targets[j] - float(mu[t, n, j])) for j in range(K))
+            parts[1, t, n] = sum(omega[j] / norm * (targets[j] - float(mu[t, n, j])) for j in range(K, H))
+    return parts
 
 
 # (T, H, sigma): windows that run past the rollout (T < H, T << H), a single offset, sigma at 0 (the clamp) and large

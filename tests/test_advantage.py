@@ -10,21 +10,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import EDGE_SHAPES, KERNEL, done_at_every_position, edge_cases, host_advantage, reference_advantage
-from p3o_ocean import CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, episode_ends, episode_inside, episode_windows, fit_clock_table, p3o_advantage, window_sum_variance
+from p3o_ocean import CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, centre_by_clock, episode_ends, episode_inside, episode_windows, fit_clock_table, p3o_advantage, tie_z, window_sum_variance
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
 
-def check_all_agree(*inputs):
-    twin = p3o_advantage(*inputs)
-    host = host_advantage(*inputs)
-    ref = reference_advantage(*inputs)
-    assert twin.dtype == torch.float32 and twin.shape == inputs[0].shape
+def check_all_agree(*inputs, after=None, keep=None):
+    """The three implementations agree on both parts; returns the twin's advantage (near + far, uncentred)."""
+    twin = p3o_advantage(*inputs, after, keep)
+    host = host_advantage(*inputs, after, keep)
+    ref = reference_advantage(*inputs, after, keep)
+    assert twin.dtype == torch.float32 and twin.shape == (2, *inputs[0].shape)
     assert torch.isfinite(twin).all() and torch.isfinite(host).all()
     torch.testing.assert_close(twin.double(), ref, **TOL)
     torch.testing.assert_close(host.double(), ref, **TOL)
     torch.testing.assert_close(host, twin, **TOL)
-    return twin
+    return twin.sum(0)
 
 
 @st.composite
@@ -40,25 +41,29 @@ def advantage_inputs(draw):
     sigma = torch.rand(H, generator=g) * draw(st.sampled_from([0.5, 2.0, 10.0]))
     sigma[torch.rand(H, generator=g) < draw(st.sampled_from([0.0, 0.2]))] = 0.0  # sigma = 0 entries
     tail_mu = torch.randn(N, H, generator=g)
-    return rewards, terminals, mu, sigma, tail_mu
+    after = draw(st.one_of(st.none(), st.integers(1, H + 1)))  # None and K >= H: no bootstrap
+    keep = torch.rand(H, generator=g) < draw(st.sampled_from([0.0, 0.3, 1.0]))
+    return (rewards, terminals, mu, sigma, tail_mu), after, keep
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(advantage_inputs())
-def test_kernel_twin_and_reference_agree_on_random_inputs(inputs):
-    check_all_agree(*inputs)
+def test_kernel_twin_and_reference_agree_on_random_inputs(drawn):
+    inputs, after, keep = drawn
+    check_all_agree(*inputs, after=after, keep=keep)
 
 
-def test_agree_with_a_done_at_every_position():
+@pytest.mark.parametrize("bootstrap_after", [None, 2])
+def test_agree_with_a_done_at_every_position(bootstrap_after):
     inputs = done_at_every_position()  # env n has its only terminal at t = n (n = T: none)
     T, N, H = inputs[2].shape
-    advantages = check_all_agree(*inputs)
+    advantages = check_all_agree(*inputs, after=bootstrap_after)
     # A window never looks past its terminal: the next episode's rewards never reach an ended one.
     rewards, terminals, mu, sigma, tail_mu = inputs
     changed = rewards.clone()
     for n in range(T):
         changed[n + 1 :, n] += 100.0
-    after = check_all_agree(changed, terminals, mu, sigma, tail_mu)
+    after = check_all_agree(changed, terminals, mu, sigma, tail_mu, after=bootstrap_after)
     for n in range(T):
         assert torch.equal(after[: n + 1, n], advantages[: n + 1, n])
         assert (after[n + 1 :, n] != advantages[n + 1 :, n]).all()
@@ -67,7 +72,8 @@ def test_agree_with_a_done_at_every_position():
 @pytest.mark.parametrize("shape", list(EDGE_SHAPES))
 def test_edge_cases_are_finite_and_agree(shape):
     for _, inputs in edge_cases(shape):
-        check_all_agree(*inputs)
+        for after in (None, max(1, inputs[2].shape[-1] // 2)):
+            check_all_agree(*inputs, after=after)
 
 
 def test_dones_at_every_step_leave_only_the_first_offset():
@@ -99,6 +105,78 @@ def test_hand_worked_example():
     torch.testing.assert_close(advantages[:, 0], torch.tensor([1 / 16 + 0.5, 2 / 16, 1.0 + 10.0, 4 / 16 + 2.5 + 20.0]))
 
 
+def test_hand_worked_bootstrap():
+    # T = 3 steps, one env, H = 2, K = 1, sigma = 1. Offset 1's target is mu[t + 1, 0] while t + 1 < T and t's
+    # episode runs there; else the reward (or the tail past the rollout).
+    rewards = torch.tensor([[1.0], [2.0], [3.0]])
+    mu = torch.tensor([[[0.5, 0.25]], [[1.5, 4.0]], [[0.0, 0.0]]])
+    tail_mu = torch.tensor([[10.0, 20.0]])
+    inputs = (rewards, torch.zeros(3, 1), mu, torch.ones(2), tail_mu)
+    near, far = p3o_advantage(*inputs, 1)
+    torch.testing.assert_close(near[:, 0], torch.tensor([0.5, 0.5, 3.0]))
+    torch.testing.assert_close(far[:, 0], torch.tensor([1.5 - 0.25, 0.0 - 4.0, 10.0]))
+    check_all_agree(*inputs, after=1)
+    # Offset 1 kept: the rewards, as without the bootstrap.
+    near, far = p3o_advantage(*inputs, 1, torch.tensor([False, True]))
+    torch.testing.assert_close(far[:, 0], torch.tensor([2.0 - 0.25, 3.0 - 4.0, 10.0]))
+    # The episode ends at t = 0: no step t + 1 in it, so its offset 1 keeps the episode's 0.
+    terminals = torch.tensor([[1.0], [0.0], [0.0]])
+    near, far = p3o_advantage(rewards, terminals, mu, torch.ones(2), tail_mu, 1)
+    torch.testing.assert_close(far[:, 0], torch.tensor([0.0 - 0.25, 0.0 - 4.0, 10.0]))
+    check_all_agree(rewards, terminals, mu, torch.ones(2), tail_mu, after=1)
+
+
+def test_a_self_consistent_critic_has_no_far_part_where_it_bootstraps():
+    """mu[t, n, j] = f(t + j, n): every prediction of one reward agrees, so beyond K the bootstrapped targets equal mu
+    (far = 0) for t + K < T, while the last K steps' far parts still read rewards and the tail. With every offset
+    kept, the two parts add up to the Monte-Carlo advantage."""
+    T, N, H, K = 12, 3, 8, 3
+    g = torch.Generator().manual_seed(7)
+    f = torch.randn(T + H, N, generator=g)
+    mu = torch.stack([f[t : t + H].T for t in range(T)])  # [T, N, H]
+    inputs = (torch.randn(T, N, generator=g), torch.zeros(T, N), mu, torch.rand(H, generator=g) + 0.5, torch.randn(N, H, generator=g))
+    near, far = p3o_advantage(*inputs, K)
+    assert far[: T - K].abs().max() < 1e-5 and (far[T - K :].abs() > 1e-3).all()
+    monte_carlo = p3o_advantage(*inputs).sum(0)
+    torch.testing.assert_close(p3o_advantage(*inputs, K, torch.ones(H, dtype=torch.bool)).sum(0), monte_carlo, **TOL)
+    torch.testing.assert_close(near, p3o_advantage(*inputs, K, torch.ones(H, dtype=torch.bool))[0])
+
+
+def test_tie_z_finds_the_offset_the_action_moves():
+    """The score (the action's centred log-prob) moves the reward 5 steps later; elsewhere z is about |N(0, 1)|.
+    Decisions that are not valid do not count."""
+    T, N, H = 64, 32, 8
+    g = torch.Generator().manual_seed(8)
+    score = torch.randn(T, N, generator=g)
+    rewards = torch.randn(T, N, generator=g)
+    rewards[5:] += 0.5 * score[:-5]
+    targets, _ = episode_windows(rewards, torch.zeros(T, N), H, torch.zeros(N, H))
+    valid = torch.rand(T, N, generator=g) > 0.2
+    z = tie_z(targets, torch.zeros(T, N, H), score, valid)
+    assert z[5] > 8 and (z[torch.arange(H) != 5] < 3.5).all(), z
+    scrambled = targets.clone()
+    scrambled[~valid] = 1e6
+    torch.testing.assert_close(tie_z(scrambled, torch.zeros(T, N, H), score, valid), z)
+
+
+def test_centre_by_clock_removes_each_episode_steps_mean_over_the_valid_decisions():
+    T, N = 20, 6
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(T, N, generator=g)
+    clocks = torch.randint(0, 4, (T, N), generator=g)
+    clocks[0, 0] = CLOCK_ROWS + 50  # past the table: the last row
+    valid = torch.rand(T, N, generator=g) > 0.3
+    valid[0, 0] = True
+    centred = centre_by_clock(x, clocks, valid)
+    for row in [0, 1, 2, 3]:
+        cell = (clocks == row) & valid
+        torch.testing.assert_close(centred[cell].mean(), torch.tensor(0.0), atol=1e-6, rtol=0)
+        torch.testing.assert_close(centred[clocks == row], x[clocks == row] - x[cell].mean())
+    assert centred[0, 0] == 0.0  # alone in its row
+    x_changed = torch.where(valid, x, 1e3)  # what is not a decision does not move the means
+    torch.testing.assert_close(centred[valid], centre_by_clock(x_changed, clocks, valid)[valid])
+
+
 def test_zeros_after_terminal_charge_an_early_end_with_what_it_forgoes():
     """The survival bias of a window cut at the terminal, in its smallest form. From one state, half the decisions
     end the episode at once (reward 0) and half go on to a reward of 1 three steps later. mu at the value loss's
@@ -116,7 +194,7 @@ def test_zeros_after_terminal_charge_an_early_end_with_what_it_forgoes():
     assert (window[0] == H).all()
     mu = targets[0].mean(0)  # the decisions at t = 0, all from the same state
     torch.testing.assert_close(mu, torch.tensor([0.0, 0.0, 0.0, 0.5]))
-    advantages = p3o_advantage(rewards, terminals, mu.expand(T, N, H), torch.ones(H), torch.zeros(N, H))
+    advantages = p3o_advantage(rewards, terminals, mu.expand(T, N, H), torch.ones(H), torch.zeros(N, H)).sum(0)
     torch.testing.assert_close(advantages[0, ends_early], torch.full((N // 2,), -0.5))
     torch.testing.assert_close(advantages[0, ~ends_early], torch.full((N // 2,), 0.5))
 
@@ -202,8 +280,8 @@ def test_fit_clock_table_stays_near_zero_where_the_clock_predicts_nothing(num_en
 def test_host_build_is_independent_of_the_launch_shape():
     g = torch.Generator().manual_seed(3)
     inputs = (torch.randn(7, 5, generator=g), (torch.rand(7, 5, generator=g) < 0.3).float(), torch.randn(7, 5, 9, generator=g), torch.rand(9, generator=g), torch.randn(5, 9, generator=g))
-    one = host_advantage(*inputs, threads=1)
-    many = host_advantage(*inputs, threads=256)  # most of the last block is out of range
+    one = host_advantage(*inputs, 4, threads=1)
+    many = host_advantage(*inputs, 4, threads=256)  # most of the last block is out of range
     assert torch.equal(one, many)
 
 
@@ -220,19 +298,20 @@ g = torch.Generator().manual_seed(5)
 T, N, H = 6, 3, 8
 rewards, terminals = torch.randn(T, N, generator=g), (torch.rand(T, N, generator=g) < 0.3).float()
 mu, sigma, tail_mu = torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.1, torch.randn(N, H, generator=g)
-twin = p3o_advantage(rewards, terminals, mu, sigma, tail_mu)
+keep = torch.arange(H) % 3 == 0
+twin = p3o_advantage(rewards, terminals, mu, sigma, tail_mu, 3, keep)
 flags = ("-O1", "-fsanitize=alignment", "-fno-sanitize-recover=alignment")
-torch.testing.assert_close(host_advantage(rewards, terminals, mu, sigma, tail_mu, flags=flags), twin, atol=1e-5, rtol=1e-5)
+torch.testing.assert_close(host_advantage(rewards, terminals, mu, sigma, tail_mu, 3, keep, flags=flags), twin, atol=1e-5, rtol=1e-5)
 storage = np.zeros(mu.numel() + 4, dtype=np.float32)
 start = next(k for k in range(4) if (storage.ctypes.data + 4 * k) % 16 == 4)
 shifted = storage[start : start + mu.numel()]
 shifted[:] = mu.numpy().ravel()
 assert shifted.ctypes.data % 16 == 4
-arrays = [np.ascontiguousarray(x.numpy()) for x in (rewards, terminals, sigma, tail_mu)]
-advantages = np.full((T, N), np.nan, dtype=np.float32)
+arrays = [np.ascontiguousarray(x.numpy()) for x in (rewards, terminals, sigma, tail_mu, keep.float())]
+parts = np.full((2, T, N), np.nan, dtype=np.float32)
 host_library(flags).launch(arrays[0].ctypes.data, arrays[1].ctypes.data, shifted.ctypes.data, arrays[2].ctypes.data, arrays[3].ctypes.data,
-                           T, N, H, advantages.ctypes.data, 32)
-torch.testing.assert_close(torch.from_numpy(advantages), twin, atol=1e-5, rtol=1e-5)
+                           arrays[4].ctypes.data, T, N, H, 3, parts[0].ctypes.data, parts[1].ctypes.data, 32)
+torch.testing.assert_close(torch.from_numpy(parts), twin, atol=1e-5, rtol=1e-5)
 print("clean")
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -251,7 +330,7 @@ g = torch.Generator().manual_seed(0)
 for T, N, H in [(1, 1, 1), (3, 2, 8), (6, 3, 4), (5, 4, 5)]:
     terminals = (torch.rand(T, N, generator=g) < 0.3).float()
     a = host_advantage(torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.rand(H, generator=g), torch.randn(N, H, generator=g),
-                       threads=7, flags=("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"))
+                       max(1, H // 2), torch.rand(H, generator=g) < 0.3, threads=7, flags=("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"))
     assert torch.isfinite(a).all()
 print("clean")
 """
@@ -283,7 +362,9 @@ def test_cupy_kernel_agrees_with_twin_on_gpu():
     g = torch.Generator().manual_seed(0)
     for T, N, H in [(64, 256, 128), (16, 33, 40), (3, 5, 128), (5, 7, 1)]:
         inputs = [torch.randn(T, N, generator=g), (torch.rand(T, N, generator=g) < 0.05).float(), torch.randn(T, N, H, generator=g), torch.rand(H, generator=g), torch.randn(N, H, generator=g)]
-        torch.testing.assert_close(cuda_advantage(*[x.cuda() for x in inputs]).cpu(), p3o_advantage(*inputs), **TOL)
+        for after, keep in [(None, None), (min(32, H), torch.rand(H, generator=g) < 0.2)]:
+            cuda_keep = keep.cuda() if keep is not None else None
+            torch.testing.assert_close(cuda_advantage(*[x.cuda() for x in inputs], after, cuda_keep).cpu(), p3o_advantage(*inputs, after, keep), **TOL)
 
 
 def test_twin_env_blocks_with_a_partial_last_block():
@@ -291,7 +372,8 @@ def test_twin_env_blocks_with_a_partial_last_block():
     T, N, H = 64, 300, 128
     g = torch.Generator().manual_seed(4)
     inputs = (torch.randn(T, N, generator=g), (torch.rand(T, N, generator=g) < 0.03).float(), torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.2, torch.randn(N, H, generator=g))
-    torch.testing.assert_close(p3o_advantage(*inputs), host_advantage(*inputs, threads=256), **TOL)
+    keep = torch.arange(H) % 5 == 0
+    torch.testing.assert_close(p3o_advantage(*inputs, 32, keep), host_advantage(*inputs, 32, keep, threads=256), **TOL)
 
 
 def test_window_sum_variance_is_the_variance_of_the_decisions_window_sums():

@@ -119,20 +119,6 @@ def test_phase_times_reads_each_phase_per_iteration(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_kernel_screen_variants_compile_and_the_diagnostic_is_marked(tmp_path):
-    """benchmarks/kernel_screen.py runs only on a GPU; here each variant's source must compile to PTX (NVRTC, as
-    the kernel's own test does), so the screen cannot rot between lent devices."""
-    import kernel_screen
-    from cupy.cuda import compiler
-
-    variants = kernel_screen.variants()
-    assert {"row", "float4", "advantage.cu"} <= set(variants) and kernel_screen.DIAGNOSTIC <= set(variants)
-    for name, (source, threads) in variants.items():
-        ptx = compiler._NVRTCProgram(source, "screen.cu").compile(("-arch=compute_90",))[0]
-        assert ".entry p3o_advantage" in (ptx.decode() if isinstance(ptx, bytes) else ptx), name
-        assert threads in (64, 128, 256)
-
-
 def test_gpu_breakout_plots_each_script_from_its_csv(tmp_path, monkeypatch, capsys):
     import gpu_breakout
 

@@ -38,16 +38,23 @@ def test_autoreset_steps_are_masked(tmp_path, monkeypatch):
 
     def spy(rewards, terminals, *args, **kwargs):
         seen["rewards"], seen["terminals"] = rewards.clone(), terminals.clone()
-        seen["advantages"] = original(rewards, terminals, *args, **kwargs)
-        return seen["advantages"]
+        return original(rewards, terminals, *args, **kwargs)
+
+    original_check = p3o_ocean.first_nonfinite
+
+    def check_spy(**tensors):  # the advantages the update gets pass this check first
+        if "advantages" in tensors:
+            seen["advantages"] = tensors["advantages"].clone()
+        return original_check(**tensors)
 
     monkeypatch.setitem(p3o_ocean.OCEAN_ENVS, "bandit", NextStepResetBandit)
     monkeypatch.setattr(p3o_ocean, "p3o_advantage", spy)
+    monkeypatch.setattr(p3o_ocean, "first_nonfinite", check_spy)
     result = train(Args(env_id="bandit", num_envs=8, num_steps=16, num_minibatches=2, total_timesteps=128, progress=False))
-    # Decisions and autoreset steps alternate: even steps end an episode, odd steps are the resets. The
-    # advantage of every reset step was zeroed (in place, after the call). A decision's window holds its own
-    # reward, then its episode's zeros, and in this one-iteration run the value head is still at its zero start
-    # (mu = 0), so each decision's advantage is exactly its own reward.
+    # Decisions and autoreset steps alternate: even steps end an episode, odd steps are the resets. The advantage of
+    # every reset step was zeroed. A decision's window holds its own reward, then its episode's zeros, and in this
+    # one-iteration run the value head is still at its zero start (mu = 0), so each decision's advantage is exactly
+    # its own reward.
     terminals, rewards = seen["terminals"], seen["rewards"]
     assert terminals[0::2].all() and not terminals[1::2].any()
     advantages = seen["advantages"]
