@@ -1089,8 +1089,10 @@ def train(args, checkpoint=None):
             # Beyond offset K the targets are the critic's predictions made K steps later, except at the offsets
             # whose residual the action measurably moves (z > TIE_Z), which keep their rewards; the far part is
             # centred per episode step, so the critic's drift along the episode is not credited to the actions.
-            targets, _ = episode_windows(rewards, terminals, args.horizon, tail_mu)
-            keep = tie_z(targets, mus, logprobs + entropies, real) > TIE_Z
+            keep = None
+            if args.bootstrap_after < args.horizon:
+                targets, _ = episode_windows(rewards, terminals, args.horizon, tail_mu)
+                keep = tie_z(targets, mus, logprobs + entropies, real) > TIE_Z
             near, far = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.bootstrap_after, keep)
             advantages = (near + centre_by_clock(far, clocks, real)) * valid  # autoreset steps are not decisions
         # A non-finite mu or sigma makes its decision's advantage non-finite (every weight is above 0), so checking
@@ -1221,7 +1223,8 @@ def train(args, checkpoint=None):
         writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
         writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
         writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
-        writer.add_scalar("charts/tied_offsets", keep[args.bootstrap_after :].sum().item(), global_step)
+        if keep is not None:
+            writer.add_scalar("charts/tied_offsets", keep[args.bootstrap_after :].sum().item(), global_step)
         writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
         log_weight_curve(writer, sigma, global_step)
         for phase, seconds in timer.totals.items():

@@ -74,9 +74,10 @@ PROBE_HORIZONS = [32, 128]
 # windows past the terminal and the tail bootstrap, with the learned sigma) with nothing else. The rows of the
 # components that left the scripts (the effect weights, with their memory and floor rule, among them) are in
 # docs/ablations.md with the commit that runs them.
-SMALLEST = {"clock": False, "window_loss_coef": 0.0}
+SMALLEST = {"clock": False, "window_loss_coef": 0.0, "bootstrap_after": 256}
 PROBE_ABLATIONS = [
-    ("default", {}), ("no clock", {"clock": False}), ("no window loss", {"window_loss_coef": 0.0}), ("smallest: no clock, no window loss", SMALLEST),
+    ("default", {}), ("no far targets", {"bootstrap_after": 256}), ("no clock", {"clock": False}), ("no window loss", {"window_loss_coef": 0.0}),
+    ("smallest: no clock, no window loss, no far targets", SMALLEST),
 ]
 TAG = ""  # --tag: appended to the CSV and PNG names, so a run with other seeds or horizons keeps the main files
 
@@ -496,10 +497,11 @@ def ablation_study(opts):
 
 def throughput_study(opts):
     """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, and at H = 128 without
-    the clock and with the value loss on whole minibatches, on squared and delay, one process at a time and
-    alternating, so the ratios are taken side by side (run it alone)."""
+    the clock, with the value loss on whole minibatches and without the far targets, on squared and delay, one process
+    at a time and alternating, so the ratios are taken side by side (run it alone)."""
     configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}),
-               ("H=128 no clock", "p3o", {"horizon": 128, "clock": False}), ("H=128 value 1.0", "p3o", {"horizon": 128, "value_fraction": 1.0})]
+               ("H=128 no clock", "p3o", {"horizon": 128, "clock": False}), ("H=128 value 1.0", "p3o", {"horizon": 128, "value_fraction": 1.0}),
+               ("H=128 no far targets", "p3o", {"horizon": 128, "bootstrap_after": 128})]
     rows = []
     for repeat in range(opts.repeats):
         for env in ("squared", "delay"):
