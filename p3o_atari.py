@@ -195,12 +195,12 @@ MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 # --clock: the table's rows (episode steps 0 .. 254, then one row for every later step) and its candidate shrinkages,
 # in residuals of 0 added to each cell (fit_clock_table picks one per offset).
 CLOCK_ROWS = 256
-# Offsets beyond --bootstrap-after keep their rewards as targets where tie_z is above this: three standard errors.
-TIE_Z = 3.0
 CLOCK_PRIORS = 4.0 ** torch.arange(-1.0, 8.0)
 # The table is refitted on every (num_envs // CLOCK_FIT_ENVS)-th env: half the cost at 256 envs, the same scores on
 # the probes and the sanity envs (a quarter cost forage 0.002; docs/ablations.md, "Speed").
 CLOCK_FIT_ENVS = 128
+# Offsets beyond --bootstrap-after keep their rewards as targets where tie_z is above this: three standard errors.
+TIE_Z = 3.0
 
 
 def episode_ends(terminals):
