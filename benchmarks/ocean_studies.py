@@ -74,9 +74,10 @@ PROBE_HORIZONS = [32, 128]
 # windows past the terminal and the tail bootstrap, with the learned sigma) with nothing else. The rows of the
 # components that left the scripts (the effect weights, with their memory and floor rule, among them) are in
 # docs/ablations.md with the commit that runs them.
-SMALLEST = {"clock": False, "window_loss_coef": 0.0, "bootstrap_after": 256}
+NO_FAR_TARGETS = {"bootstrap_after": 256}  # K >= H: the rewards as targets at every offset
+SMALLEST = {"clock": False, "window_loss_coef": 0.0, **NO_FAR_TARGETS}
 PROBE_ABLATIONS = [
-    ("default", {}), ("no far targets", {"bootstrap_after": 256}), ("no clock", {"clock": False}), ("no window loss", {"window_loss_coef": 0.0}),
+    ("default", {}), ("no far targets", NO_FAR_TARGETS), ("no clock", {"clock": False}), ("no window loss", {"window_loss_coef": 0.0}),
     ("smallest: no clock, no window loss, no far targets", SMALLEST),
 ]
 TAG = ""  # --tag: appended to the CSV and PNG names, so a run with other seeds or horizons keeps the main files
@@ -501,7 +502,7 @@ def throughput_study(opts):
     at a time and alternating, so the ratios are taken side by side (run it alone)."""
     configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}),
                ("H=128 no clock", "p3o", {"horizon": 128, "clock": False}), ("H=128 value 1.0", "p3o", {"horizon": 128, "value_fraction": 1.0}),
-               ("H=128 no far targets", "p3o", {"horizon": 128, "bootstrap_after": 128})]
+               ("H=128 no far targets", "p3o", {"horizon": 128, **NO_FAR_TARGETS})]
     rows = []
     for repeat in range(opts.repeats):
         for env in ("squared", "delay"):
