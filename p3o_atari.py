@@ -96,7 +96,8 @@ class Args:
     later, except at the offsets the action is tied to (docs/algorithm.md); K >= H: the rewards throughout"""
     window_loss_coef: float = 0.1
     """beside the NLL, this times 0.5 (sum of target - mu over the decision's window)^2, over the batch's variance of
-    the window sums where that is above 1: the trunk's gradient where per-step rewards are small (docs/algorithm.md)"""
+    the window sums where that is above 1: the trunk's gradient where per-step rewards are small; it reaches the trunk
+    only, not the head's weights (docs/algorithm.md)"""
     value_fraction: float = 0.5
     """the value loss reads this share of each minibatch's decisions, the first of its random order: the H-wide head's
     update at a fraction of its cost (the probes tie with 1.0, docs/ablations.md)"""
@@ -749,8 +750,10 @@ def train(args, checkpoint=None):
                 mb_inds = b_inds[start:end]
                 mb_valid = b_valid[mb_inds]
                 # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
-                # P3O: mu of the first value_rows decisions, the ones the value loss reads (--value-fraction)
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs.index_select(0, mb_inds), b_actions[mb_inds], value_rows=value_rows)
+                # P3O: mu of the first value_rows decisions, the ones the value loss reads (--value-fraction), and the
+                # trunk's features, which the window loss reads too
+                hidden = agent.get_features(b_obs.index_select(0, mb_inds))
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(None, b_actions[mb_inds], hidden=hidden, value_rows=value_rows)
                 # end P3O
                 logratio = newlogprob - b_logprobs[mb_inds]
                 ratio = logratio.exp()
@@ -783,8 +786,11 @@ def train(args, checkpoint=None):
                 residual = torch.where(kept, mb_value_targets - newvalue, 0.0)
                 counts = kept.sum(0)
                 value_nll = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / b_value_inside[v_inds].sum().clamp(min=1)
-                # plus the squared error of the window's sum, what the advantage subtracts (--window-loss-coef)
-                window_loss = 0.5 * masked_mean(residual.sum(1).square(), b_valid[v_inds]) / window_var.clamp(min=1.0)
+                # plus the squared error of the window's sum, what the advantage subtracts (--window-loss-coef), through the
+                # head's weights held fixed: it shapes the trunk's features and leaves each offset's fit to the NLL
+                window_mu = nn.functional.linear(hidden[:value_rows], agent.critic.weight.detach(), agent.critic.bias.detach())
+                window_residual = torch.where(kept, mb_value_targets - window_mu - agent.clock_mu(b_clocks[v_inds]), 0.0)
+                window_loss = 0.5 * masked_mean(window_residual.sum(1).square(), b_valid[v_inds]) / window_var.clamp(min=1.0)
                 v_loss = value_nll + args.window_loss_coef * window_loss
                 # end P3O
 

@@ -258,13 +258,13 @@ def test_a_non_finite_mu_stops_the_run_at_the_advantage(script, bad, tmp_path, m
     calls = []
 
     def bad_mu_at_step_40(self, x, action=None, **kwargs):
-        action, logprob, entropy, mu = forward(self, x, action, **kwargs)
-        if kwargs.get("hidden") is not None:  # the rollout's forward pass (the update passes none)
+        sampled, logprob, entropy, mu = forward(self, x, action, **kwargs)
+        if action is None:  # the rollout's forward pass (the update passes the actions taken)
             calls.append(1)
             if len(calls) == 40:
                 mu = mu.clone()
                 mu[3, 7] = bad
-        return action, logprob, entropy, mu
+        return sampled, logprob, entropy, mu
 
     monkeypatch.setattr(module.Agent, "get_action_and_value", bad_mu_at_step_40)
     with pytest.raises(SystemExit) as exit_info:
