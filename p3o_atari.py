@@ -779,7 +779,8 @@ def train(args, checkpoint=None):
                 # the kept (decision, offset) pairs and divided by the pairs inside the episodes: the known zeros that
                 # pad a window past its terminal must not dilute it as H grows
                 v_inds = mb_inds[:value_rows]  # the value loss's decisions, the first of the minibatch's random order
-                newvalue = newvalue + agent.clock_mu(b_clocks[v_inds])
+                clock_mu = agent.clock_mu(b_clocks[v_inds])  # --clock's table (0 without it), read by both losses below
+                newvalue = newvalue + clock_mu
                 log_sigma = agent.log_sigma.clamp(-10, 10)
                 mb_value_targets = b_value_targets.index_select(0, v_inds)
                 kept = offsets < b_value_window[v_inds, None]
@@ -789,7 +790,7 @@ def train(args, checkpoint=None):
                 # plus the squared error of the window's sum, what the advantage subtracts (--window-loss-coef), through the
                 # head's weights held fixed: it shapes the trunk's features and leaves each offset's fit to the NLL
                 window_mu = nn.functional.linear(hidden[:value_rows], agent.critic.weight.detach(), agent.critic.bias.detach())
-                window_residual = torch.where(kept, mb_value_targets - window_mu - agent.clock_mu(b_clocks[v_inds]), 0.0)
+                window_residual = torch.where(kept, mb_value_targets - window_mu - clock_mu, 0.0)
                 window_loss = 0.5 * masked_mean(window_residual.sum(1).square(), b_valid[v_inds]) / window_var.clamp(min=1.0)
                 v_loss = value_nll + args.window_loss_coef * window_loss
                 # end P3O

@@ -1127,7 +1127,8 @@ def train(args, checkpoint=None):
                 v_inds = mb_inds[:value_rows]  # the value loss's decisions, the first of the minibatch's random order
                 hidden = agent.get_features(b_obs.index_select(0, mb_inds))  # the window loss reads them too
                 _, newlogprob, entropy, newmu = agent.get_action_and_value(None, b_actions[mb_inds], hidden=hidden, value_rows=value_rows)
-                newmu = newmu + agent.clock_mu(b_clocks[v_inds])
+                clock_mu = agent.clock_mu(b_clocks[v_inds])  # --clock's table (0 without it), read by both losses below
+                newmu = newmu + clock_mu
                 logratio = newlogprob - b_logprobs[mb_inds]
                 ratio = logratio.exp()
 
@@ -1160,7 +1161,7 @@ def train(args, checkpoint=None):
                 # plus the squared error of the window's sum, what the advantage subtracts (--window-loss-coef), through the
                 # head's weights held fixed: it shapes the trunk's features and leaves each offset's fit to the NLL
                 window_mu = nn.functional.linear(hidden[:value_rows], agent.critic.weight.detach(), agent.critic.bias.detach())
-                window_residual = torch.where(kept, mb_value_targets - window_mu - agent.clock_mu(b_clocks[v_inds]), 0.0)
+                window_residual = torch.where(kept, mb_value_targets - window_mu - clock_mu, 0.0)
                 window_loss = 0.5 * masked_mean(window_residual.sum(1).square(), b_valid[v_inds]) / window_var.clamp(min=1.0)
                 v_loss = value_nll + args.window_loss_coef * window_loss
 
