@@ -103,7 +103,8 @@ class Args:
     update at a fraction of its cost (the probes tie with 1.0, docs/ablations.md)"""
     clock: bool = True
     """the value head adds c[s, j], a table over the clock s (the episode's decisions so far; on Atari the game's) and
-    the offset j, fitted in closed form to each batch: mu can tell where an episode whose end is set by time ends"""
+    the offset j, following the residuals of the decisions at each cell: mu can tell where an episode whose end is set
+    by time ends"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
     """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
     # end P3O
@@ -193,13 +194,12 @@ def make_envs(args, device):
 # ---------------------------------------------------------------------------------------------------------
 # P3O: the advantage, the PyTorch twin of kernels/advantage.cu (the kernel runs through CuPy, kernels/advantage.py)
 MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
-# --clock: the table's rows (episode steps 0 .. 254, then one row for every later step) and its candidate shrinkages,
-# in residuals of 0 added to each cell (fit_clock_table picks one per offset).
+# --clock: the table's rows (episode steps 0 .. 254, then one row for every later step). Each minibatch moves a cell
+# CLOCK_RATE * n / (n + CLOCK_PRIOR) of the way to the mean residual of its n decisions there: 0.01 to 0.04 on the Ocean
+# probes (tens a cell), 0.0015 on Breakout (one or none), so a rare cell averages many batches instead of fitting one
+# (at CLOCK_PRIOR = 4 a Breakout seed stalled; docs/ablations.md).
 CLOCK_ROWS = 256
-CLOCK_PRIORS = 4.0 ** torch.arange(-1.0, 8.0)
-# The table is refitted on every (num_envs // CLOCK_FIT_ENVS)-th env: half the cost at 256 envs, the same scores on
-# the probes and the sanity envs (a quarter cost forage 0.002; docs/ablations.md, "Speed").
-CLOCK_FIT_ENVS = 128
+CLOCK_RATE, CLOCK_PRIOR = 0.1, 64.0
 # Offsets beyond --bootstrap-after keep their rewards as targets where tie_z is above this: three standard errors.
 TIE_Z = 3.0
 
@@ -250,35 +250,15 @@ def window_sum_variance(targets, valid):
     return masked_mean(sums.square(), valid) - masked_mean(sums, valid).square()
 
 
-def fit_clock_table(clocks, residual, window):
-    """--clock in closed form: c[s, j] is how far the value residuals (reward less the critic's mu) j steps after the
-    decisions made s steps into their episode stand above the batch's mean residual at offset j (the level is the
-    critic's), shrunk toward 0 as if each cell held `prior` more residuals of 0. Each offset's prior, or no table
-    (c = 0), is chosen by two-fold cross-validation on the two halves of the envs (independent streams; with one env,
-    of the rollout), so a clock that predicts nothing out of sample adds no noise. Offsets past a decision's window
-    and autoreset steps (window 0) are left out.
-    Shapes: clocks, window [T, N]; residual [T, N, H]. Returns c [CLOCK_ROWS, H]."""
-    T, N, H = residual.shape
+def step_clock_table(table, clocks, residual, kept):
+    """--clock, one minibatch's step: each cell c[s, j] moves by CLOCK_RATE * sum / (count + CLOCK_PRIOR), the sum and the
+    count of the kept residuals (reward less mu, the table's part included) j steps after the minibatch's decisions
+    made s steps into their episode: toward the cell's mean residual, less far where few decisions reach it.
+    Shapes: table [CLOCK_ROWS, H]; clocks [B]; residual, kept [B, H]. Changes table in place."""
     rows = clocks.clamp(0, CLOCK_ROWS - 1)
-    residual = torch.where(torch.arange(H, device=residual.device) < window[..., None], residual, 0.0)
-    middle = (N + 1) // 2 if N > 1 else (T + 1) // 2
-    folds = [(slice(None), slice(None, middle)), (slice(None), slice(middle, None))] if N > 1 else [slice(None, middle), slice(middle, None)]
-    sums, counts = [], []
-    for fold in folds:  # each cell's sum of residuals, and its count from a histogram of (clock, window)
-        fold_rows = rows[fold].reshape(-1)
-        sums.append(residual.new_zeros(CLOCK_ROWS, H, dtype=torch.float64).index_add_(0, fold_rows, residual[fold].double().reshape(-1, H)))
-        cells = torch.bincount(fold_rows * (H + 1) + window[fold].reshape(-1).clamp(0, H), minlength=CLOCK_ROWS * (H + 1))
-        counts.append(cells.view(CLOCK_ROWS, H + 1).flip(1).cumsum(1).flip(1)[:, 1:].double())  # windows longer than j
-    level = (sums[0] + sums[1]).sum(0) / (counts[0] + counts[1]).sum(0).clamp(min=1)  # the mean residual at each offset
-    sums = [total - level * count for total, count in zip(sums, counts)]  # centred
-    priors = torch.cat([CLOCK_PRIORS.to(level), level.new_tensor([math.inf])])[:, None, None]  # the last: c = 0
-    # Each prior's squared error on the other half, both ways round, less the part no prior changes.
-    errors = level.new_zeros(len(priors), H)
-    for fitted, other in ((0, 1), (1, 0)):
-        cells = sums[fitted] / (counts[fitted] + priors)  # [priors, CLOCK_ROWS, H]
-        errors += (counts[other] * cells.square() - 2 * cells * sums[other]).sum(1)
-    prior = priors.view(-1)[errors.argmin(0)]  # [H]; inf where no table won
-    return ((sums[0] + sums[1]) / (counts[0] + counts[1] + prior)).float()
+    sums = torch.zeros_like(table).index_add_(0, rows, residual)
+    counts = torch.zeros_like(table).index_add_(0, rows, kept.float())
+    table += CLOCK_RATE * sums / (counts + CLOCK_PRIOR)
 
 
 def precision(sigma):
@@ -406,11 +386,11 @@ class Agent(nn.Module):
         # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
         self.critic = layer_init(nn.Linear(width, args.horizon), std=0)
         self.log_sigma = nn.Parameter(torch.zeros(args.horizon))
-        # --clock: c[s, j] added to mu[j] for a decision s steps into its episode, refitted in closed form each iteration
+        # --clock: c[s, j] added to mu[j] for a decision s steps into its episode, stepped after each minibatch (step_clock_table)
         self.register_buffer("clock_table", torch.zeros(CLOCK_ROWS, args.horizon) if args.clock else None)
 
     def get_features(self, x):
-        """The trunk's features [B, F]: the rollout keeps them for the clock table's refit."""
+        """The trunk's features [B, F]: the update's window loss reads them beside mu."""
         return self.network(x.float() / self.obs_scale)
 
     def clock_mu(self, clock):
@@ -420,7 +400,7 @@ class Agent(nn.Module):
         return self.clock_table.index_select(0, clock.clamp(0, CLOCK_ROWS - 1).reshape(-1)).view(*clock.shape, -1)
 
     def get_action_and_value(self, x, action=None, hidden=None, value_rows=None):
-        hidden = self.network(x.float() / self.obs_scale) if hidden is None else hidden  # the rollout passes those it kept
+        hidden = self.network(x.float() / self.obs_scale) if hidden is None else hidden  # the update passes those it computed
         logits = self.actor(hidden)
         probs = Categorical(logits=logits)
         if action is None:
@@ -625,7 +605,6 @@ def train(args, checkpoint=None):
     episode_scores = torch.zeros((args.num_steps, args.num_envs), device=device)
     # P3O: H predicted rewards per decision
     mus = torch.zeros((args.num_steps, args.num_envs, args.horizon), device=device)
-    hiddens = torch.zeros((args.num_steps, args.num_envs, agent.critic.in_features), device=device)  # the trunk's features
     clocks = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)  # each decision's step in its episode
     entropies = torch.zeros((args.num_steps, args.num_envs), device=device)  # with the log-probs, the tie's score
     offsets = torch.arange(args.horizon, device=device)
@@ -677,10 +656,9 @@ def train(args, checkpoint=None):
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                # P3O: the trunk's features, kept for the clock table's refit; store the predicted rewards
-                hiddens[step] = agent.get_features(next_obs)
+                # P3O: store the predicted rewards, and each decision's clock
                 clocks[step] = torch.as_tensor(envs.episode_length, device=device)  # the env's count of the episode's decisions
-                action, logprob, entropy, value = agent.get_action_and_value(next_obs, hidden=hiddens[step])
+                action, logprob, entropy, value = agent.get_action_and_value(next_obs)
                 mus[step] = value + agent.clock_mu(clocks[step])
                 entropies[step] = entropy
                 # end P3O
@@ -809,6 +787,10 @@ def train(args, checkpoint=None):
                 if bad:
                     stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // args.minibatch_size})")
                 optimizer.step()
+                # P3O: the clock's table follows what mu still misses on these decisions
+                if agent.clock_table is not None:
+                    step_clock_table(agent.clock_table, b_clocks[v_inds], residual.detach(), kept)
+                # end P3O
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
@@ -817,14 +799,6 @@ def train(args, checkpoint=None):
             writer.close()
             sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
-        # P3O: the clock table, refitted in closed form
-        if agent.clock_table is not None:  # refit the table to what the updated critic still misses on this batch, for the next
-            with torch.no_grad():  # (fitted to the rollout's critic, it would count twice what the update just taught the critic)
-                fit_envs = slice(None, None, max(1, args.num_envs // CLOCK_FIT_ENVS))
-                critic_mu = agent.critic(hiddens[:, fit_envs])  # on the features the rollout kept
-            agent.clock_table.copy_(fit_clock_table(clocks[:, fit_envs], value_targets[:, fit_envs] - critic_mu, value_window[:, fit_envs]))
-        timer.lap("advantage")
-        # end P3O
 
         with torch.no_grad():
             # P3O: explained variance of the rollout's predictions (made before this update, as PPO's) of each kept

@@ -174,19 +174,6 @@ def test_breakout_figure_reads_every_seed_and_refuses_a_missing_one(tmp_path, mo
         breakout_figure.curves([(breakout_figure.CSV_NAME.format("ppo_s9"), "ppo_baseline.py", "", [9, 11])])
 
 
-def test_clock_fit_cost_times_the_refit_on_each_stride(monkeypatch, capsys):
-    import clock_fit_cost
-
-    monkeypatch.setattr(sys, "argv", ["clock_fit_cost.py", "--steps", "16", "--envs", "10", "--horizon", "8", "--repeats", "2"])
-    threads = torch.get_num_threads()
-    try:
-        clock_fit_cost.main()
-    finally:  # it sets one thread for this process; later tests compare runs in it against subprocesses
-        torch.set_num_threads(threads)
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("the clock's refit, T = 16, H = 8") and [line.split(":")[0].split() for line in lines[1:]] == [["on", "10", "of", "10", "envs"], ["on", "5", "of", "10", "envs"], ["on", "3", "of", "10", "envs"]]
-
-
 def test_sigma_pairs_counts_the_known_zeros_that_the_value_nll_keeps(tmp_path, monkeypatch):
     """benchmarks/sigma_pairs.py on a p3o_atari.py checkpoint of forage, whose episodes end inside the rollout:
     every real decision keeps offset 0, inside its episode; far offsets hold known zeros; the sigmas are finite."""
