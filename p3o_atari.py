@@ -250,6 +250,15 @@ def window_sum_variance(targets, valid):
     return masked_mean(sums.square(), valid) - masked_mean(sums, valid).square()
 
 
+def window_mu(hidden, head, window):
+    """mu summed over each decision's first `window` offsets, through the head's weights held fixed, so the window
+    loss shapes the trunk's features only: the features times the sum of the head's first w rows, plus the sum of its
+    first w biases. Shapes: hidden [B, F]; window [B] int64, at most H. Returns [B]."""
+    rows = nn.functional.pad(head.weight.detach().cumsum(0), (0, 0, 1, 0))  # row w: the sum of the head's first w rows
+    biases = nn.functional.pad(head.bias.detach().cumsum(0), (1, 0))
+    return (hidden * rows.index_select(0, window)).sum(1) + biases.index_select(0, window)
+
+
 def step_clock_table(table, clocks, residual, kept):
     """--clock, one minibatch's step: each cell c[s, j] moves by CLOCK_RATE * sum / (count + CLOCK_PRIOR), the sum and the
     count of the kept residuals (reward less mu, the table's part included) j steps after the minibatch's decisions
@@ -312,14 +321,21 @@ def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, after=None, keep=None)
     return parts / omega.max()
 
 
-def tie_z(targets, mu, score, valid):
+def tie_z(rewards, terminals, mu, tail_mu, score, valid):
     """z[j] = |corr(target[j] - mu[j], score)| * sqrt(n) over the batch's n decisions (valid): how surely the action
-    moves the reward j steps ahead, with score its centred log-prob (about |N(0, 1)| where nothing ties them).
-    Shapes: targets, mu [T, N, H]; score, valid [T, N]. Returns z [H]."""
-    H = mu.shape[-1]
-    residual = torch.where(valid[..., None], targets - mu, 0.0).reshape(-1, H)
-    score = torch.where(valid, score, 0.0).reshape(-1)
-    corr = (residual.T @ score) / (residual.square().sum(0) * score.square().sum()).sqrt().clamp(min=1e-30)
+    moves the reward j steps ahead, with score its centred log-prob (about |N(0, 1)| where nothing ties them). The
+    targets are episode_windows' with the tail, built a block of envs at a time, as in p3o_advantage.
+    Shapes: rewards, terminals, score, valid [T, N]; mu [T, N, H]; tail_mu [N, H]. Returns z [H]."""
+    T, N, H = mu.shape
+    score = torch.where(valid, score, 0.0)
+    products, squares = mu.new_zeros(H), mu.new_zeros(H)
+    block = max(1, min(N, 2**21 // (T * H)))
+    for n in range(0, N, block):
+        envs = slice(n, n + block)
+        residual = episode_windows(rewards[:, envs], terminals[:, envs], H, tail_mu[envs])[0].sub_(mu[:, envs]).reshape(-1, H)
+        products += residual.T @ score[:, envs].reshape(-1)
+        squares += residual.square_().T @ valid[:, envs].reshape(-1).float()
+    corr = products / (squares * score.square().sum()).sqrt().clamp(min=1e-30)
     return corr.abs() * valid.sum().sqrt()
 
 
@@ -695,8 +711,7 @@ def train(args, checkpoint=None):
             # centred per episode step, so the critic's drift along the episode is not credited to the actions.
             keep = None
             if args.bootstrap_after < args.horizon:
-                targets, _ = episode_windows(rewards, terminals, args.horizon, tail_mu)
-                keep = tie_z(targets, mus, logprobs + entropies, real) > TIE_Z
+                keep = tie_z(rewards, terminals, mus, tail_mu, logprobs + entropies, real) > TIE_Z
             near, far = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.bootstrap_after, keep)
             advantages = (near + centre_by_clock(far, clocks, real)) * valid  # autoreset steps are not decisions
         # end P3O
@@ -761,15 +776,15 @@ def train(args, checkpoint=None):
                 newvalue = newvalue + clock_mu
                 log_sigma = agent.log_sigma.clamp(-10, 10)
                 mb_value_targets = b_value_targets.index_select(0, v_inds)
-                kept = offsets < b_value_window[v_inds, None]
+                window = b_value_window[v_inds]
+                kept = offsets < window[:, None]
                 residual = torch.where(kept, mb_value_targets - newvalue, 0.0)
                 counts = kept.sum(0)
                 value_nll = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / b_value_inside[v_inds].sum().clamp(min=1)
                 # plus the squared error of the window's sum, what the advantage subtracts (--window-loss-coef), through the
                 # head's weights held fixed: it shapes the trunk's features and leaves each offset's fit to the NLL
-                window_mu = nn.functional.linear(hidden[:value_rows], agent.critic.weight.detach(), agent.critic.bias.detach())
-                window_residual = torch.where(kept, mb_value_targets - window_mu - clock_mu, 0.0)
-                window_loss = 0.5 * masked_mean(window_residual.sum(1).square(), b_valid[v_inds]) / window_var.clamp(min=1.0)
+                window_residual = torch.where(kept, mb_value_targets - clock_mu, 0.0).sum(1) - window_mu(hidden[:value_rows], agent.critic, window)
+                window_loss = 0.5 * masked_mean(window_residual.square(), b_valid[v_inds]) / window_var.clamp(min=1.0)
                 v_loss = value_nll + args.window_loss_coef * window_loss
                 # end P3O
 

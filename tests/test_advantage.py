@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advantage_impls import EDGE_SHAPES, KERNEL, done_at_every_position, edge_cases, host_advantage, reference_advantage
-from p3o_ocean import CLOCK_PRIOR, CLOCK_RATE, CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, centre_by_clock, episode_ends, episode_inside, episode_windows, p3o_advantage, step_clock_table, tie_z, window_sum_variance
+from p3o_ocean import CLOCK_PRIOR, CLOCK_RATE, CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA, centre_by_clock, episode_ends, episode_inside, episode_windows, p3o_advantage, step_clock_table, tie_z, window_mu, window_sum_variance
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -150,13 +150,48 @@ def test_tie_z_finds_the_offset_the_action_moves():
     score = torch.randn(T, N, generator=g)
     rewards = torch.randn(T, N, generator=g)
     rewards[5:] += 0.5 * score[:-5]
-    targets, _ = episode_windows(rewards, torch.zeros(T, N), H, torch.zeros(N, H))
     valid = torch.rand(T, N, generator=g) > 0.2
-    z = tie_z(targets, torch.zeros(T, N, H), score, valid)
+    inputs = rewards, torch.zeros(T, N), torch.zeros(T, N, H), torch.zeros(N, H)
+    z = tie_z(*inputs, score, valid)
     assert z[5] > 8 and (z[torch.arange(H) != 5] < 3.5).all(), z
-    scrambled = targets.clone()
+    scrambled = torch.zeros(T, N, H)
     scrambled[~valid] = 1e6
-    torch.testing.assert_close(tie_z(scrambled, torch.zeros(T, N, H), score, valid), z)
+    torch.testing.assert_close(tie_z(rewards, torch.zeros(T, N), scrambled, torch.zeros(N, H), score, valid), z)
+
+
+def test_tie_z_over_blocks_of_envs_is_the_whole_batchs_correlation():
+    """tie_z builds the targets a block of envs at a time (256 envs a block at T = 64, H = 128); over 600 envs, three
+    blocks, with terminals and a tail, it is |corr| * sqrt(n) computed at once from episode_windows' targets."""
+    T, N, H = 64, 600, 128
+    g = torch.Generator().manual_seed(11)
+    rewards, score, mu, tail_mu = torch.randn(T, N, generator=g), torch.randn(T, N, generator=g), torch.randn(T, N, H, generator=g), torch.randn(N, H, generator=g)
+    terminals = (torch.rand(T, N, generator=g) < 0.05).float()
+    valid = torch.rand(T, N, generator=g) > 0.1
+    targets, _ = episode_windows(rewards, terminals, H, tail_mu)
+    residual, scores = (targets - mu)[valid].double(), score[valid].double()
+    corr = residual.T @ scores / (residual.square().sum(0) * scores.square().sum()).sqrt()
+    torch.testing.assert_close(tie_z(rewards, terminals, mu, tail_mu, score, valid).double(), corr.abs() * valid.sum().sqrt(), rtol=1e-4, atol=1e-4)
+
+
+def test_window_mu_is_mus_sum_over_the_window_through_the_head_held_fixed():
+    """The window loss's mu: the sum of mu[j] = head(hidden)[j] over j < w, each decision's own w (0 to H); its gradient
+    reaches the features as that sum's would, and never the head."""
+    B, F, H = 50, 8, 16
+    g = torch.Generator().manual_seed(12)
+    head = torch.nn.Linear(F, H)
+    hidden = torch.randn(B, F, generator=g, requires_grad=True)
+    window = torch.randint(0, H + 1, (B,), generator=g)
+    window[:2] = torch.tensor([0, H])
+    expected = torch.where(torch.arange(H) < window[:, None], head(hidden), 0.0).sum(1)
+    got = window_mu(hidden, head, window)
+    torch.testing.assert_close(got, expected)
+    assert got[0] == 0
+    weights = torch.randn(B, generator=g)
+    (expected_grad,) = torch.autograd.grad((expected * weights).sum(), hidden)
+    head.zero_grad()
+    (got * weights).sum().backward()
+    torch.testing.assert_close(hidden.grad, expected_grad)
+    assert head.weight.grad is None and head.bias.grad is None
 
 
 def test_centre_by_clock_removes_each_episode_steps_mean_over_the_valid_decisions():
