@@ -208,3 +208,17 @@ def test_flushing_runs_a_script_as_python_would_with_tensorboard_flushing_every_
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["hello", "7", "10"]
+
+
+def test_speed_ab_runs_each_checkout_and_reports_ratios_to_the_first(tmp_path):
+    """benchmarks/speed_ab.py: one throughput run per configuration, env and repeat, in fresh processes; the first
+    configuration is the ratios' base; a ROOT that is not a checkout is refused before anything runs."""
+    import subprocess
+
+    script = str(ROOT / "benchmarks" / "speed_ab.py")
+    bad = subprocess.run([sys.executable, script, f"A={tmp_path}"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "expected LABEL=ROOT[:ALGO]" in bad.stderr
+    done = subprocess.run([sys.executable, script, f"PPO={ROOT}:ppo", "--repeats", "1", "--envs", "squared"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = [line for line in done.stdout.splitlines() if line.startswith("squared")]
+    assert len(summary) == 1 and "1.000x PPO" in summary[0], done.stdout
