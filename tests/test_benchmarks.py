@@ -165,10 +165,11 @@ def test_breakout_figure_reads_every_seed_and_refuses_a_missing_one(tmp_path, mo
     monkeypatch.setattr(breakout_figure, "FIGURE", tmp_path / "breakout.png")
     breakout_figure.main()  # the committed CSVs: the figures the README and docs/ablations.md quote
     printed = capsys.readouterr().out
-    assert "p3o_atari.py --horizon 128 (default)   4.48 +- 1.62 (std)" in printed and "10 seeds" in printed
+    assert "p3o_atari.py --horizon 128 (default)   4.64 +- 1.52 (std), 95% CI +- 1.09, 10 seeds" in printed
+    assert "before the far targets                 4.48 +- 1.62 (std)" in printed
     assert "p3o_atari.py at eeb93b1 (the bar's)    4.61 +- 1.33 (std), 95% CI +- 0.62, 20 seeds" in printed
-    assert "ppo_baseline.py                        4.39 +- 1.33" in printed
-    assert "p3o_atari.py --horizon 128 (default)   against PPO: +0.09 +- 1.40" in printed
+    assert "ppo_baseline.py                        4.42 +- 1.28 (std), 95% CI +- 0.92, 10 seeds" in printed
+    assert "p3o_atari.py --horizon 128 (default)   against PPO: +0.22 +- 1.33" in printed
     assert (tmp_path / "breakout.png").stat().st_size > 20_000
     with pytest.raises(SystemExit, match=r"has no ppo_baseline.py '' rows of seeds \[11\]"):
         breakout_figure.curves([(breakout_figure.CSV_NAME.format("ppo_s9"), "ppo_baseline.py", "", [9, 11])])
