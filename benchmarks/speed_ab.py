@@ -15,6 +15,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 CHILD = r"""
@@ -31,7 +32,7 @@ print("ROW " + json.dumps({"SPS": row["SPS"], "advantage_fraction": row["advanta
 
 def measure(root, algo, env):
     """SPS and advantage share of one throughput run of the checkout at `root`, in a fresh process."""
-    done = subprocess.run([sys.executable, "-c", CHILD, str(Path(root).resolve()), algo, env], capture_output=True, text=True, cwd="/tmp")
+    done = subprocess.run([sys.executable, "-c", CHILD, str(Path(root).resolve()), algo, env], capture_output=True, text=True, cwd=tempfile.gettempdir())  # its runs/ folder lands outside the checkouts
     rows = [line for line in done.stdout.splitlines() if line.startswith("ROW ")]
     if done.returncode != 0 or not rows:
         sys.exit(f"speed_ab.py: error: the run of {root} ({algo}, {env}) failed:\n{done.stderr[-2000:]}")
