@@ -18,7 +18,7 @@ python3 -c "import tyro" 2>/dev/null || python3 -m pip install -q --no-index --n
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 rm -rf /tmp/patched && mkdir /tmp/patched
 tar --exclude=./.whl --exclude=./runs --exclude=./.git -cf - . | tar -xf - -C /tmp/patched
-(cd /tmp/patched && git apply "$patch")
+(cd /tmp/patched && { git apply "$patch" || patch -p1 < "$patch"; })
 for r in $(seq "$repeats"); do
   python3 benchmarks/gpu_check.py "$OUT/before_$r" --steps ocean "$@" > /dev/null
   (cd /tmp/patched && python3 benchmarks/gpu_check.py "$OUT/after_$r" --steps ocean "$@" > /dev/null)
