@@ -48,7 +48,7 @@ class Args:
     save_interval: int = 25
     """write runs/{run_name}/checkpoint.pt every this many iterations and at the end (0: never)"""
     resume: Optional[str] = None
-    """continue the run of this checkpoint: its args, its run folder, its curve (Atari: with new games)"""
+    """continue the run of this checkpoint: its args, its run folder, its curve (Atari, Gymnasium: with new episodes)"""
     eval_checkpoint: Optional[str] = None
     """instead of training, play --eval-episodes episodes with this checkpoint's policy and print the return"""
     eval_episodes: int = 10
@@ -58,7 +58,8 @@ class Args:
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
-    """the id of the environment: an EnvPool Atari id, or ocean/NAME for an Ocean env of p3o_ocean.py"""
+    """the id of the environment: an EnvPool Atari id, a Gymnasium id with a discrete action space (MinAtar/Breakout-v1,
+    CartPole-v1), or ocean/NAME for an Ocean env of p3o_ocean.py"""
     total_timesteps: int = 10000000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4
@@ -164,15 +165,96 @@ class AtariEnvs:
         return obs, reward, terminated, truncated, info
 
 
+class GymnasiumEnvs:
+    """Any Gymnasium env with a discrete action space (MinAtar's games, CartPole, ...) in the same interface, through
+    Gymnasium's synchronous vector env (env i seeded with --seed + i). Its next-step autoreset spends the step after
+    a done on the reset, as EnvPool does. Rewards are the env's own, unclipped, and an episode is the env's episode.
+    Grids and images come height x width x channels and are handed on channels first, as EnvPool's frames are."""
+
+    autoreset_next_step = True
+
+    def __init__(self, env_id, num_envs, device, seed):
+        gym = import_gymnasium(env_id)
+        self.envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP})
+        self.num_envs, self.device, self.seed = num_envs, device, seed
+        self.num_actions = int(self.envs.single_action_space.n)
+        self.episode_return = np.zeros(num_envs, dtype=np.float32)
+        self.episode_length = np.zeros(num_envs, dtype=np.int64)
+        self.resetting = np.zeros(num_envs, dtype=bool)
+
+    @staticmethod
+    def observation_shape(space):
+        """The shape the network sees: channels first where the env gives height x width x channels."""
+        shape = tuple(space.shape or ())
+        return shape[-1:] + shape[:-1] if len(shape) == 3 else shape
+
+    def observation(self, obs):
+        obs = np.moveaxis(obs, -1, 1) if obs.ndim == 4 else obs
+        return torch.from_numpy(np.ascontiguousarray(obs)).to(self.device)
+
+    def reset(self):
+        obs, _ = self.envs.reset(seed=self.seed)
+        self.episode_return[:] = 0
+        self.episode_length[:] = 0
+        self.resetting[:] = False
+        return self.observation(obs)
+
+    def state_dict(self):
+        return None  # Gymnasium has no general way to save an env: a resumed run starts new episodes
+
+    def step(self, action):
+        obs, reward, terminated, truncated, _ = self.envs.step(action.cpu().numpy())
+        reward = reward.astype(np.float32)
+        self.episode_return += reward
+        self.episode_length += ~self.resetting  # reset steps are not decisions
+        done = terminated | truncated
+        episode_return = np.where(done, self.episode_return, 0.0).astype(np.float32)
+        episode_length = np.where(done, self.episode_length, 0)
+        self.episode_return[done] = 0
+        self.episode_length[done] = 0
+        self.resetting = done
+        reward, terminated, truncated, episode_return, episode_length = (
+            torch.from_numpy(x).to(self.device) for x in (reward, terminated, truncated, episode_return, episode_length)
+        )
+        info = {"episode_return": episode_return, "episode_length": episode_length, "score": episode_return}
+        return self.observation(obs), reward, terminated, truncated, info
+
+
+def import_gymnasium(env_id):
+    """Gymnasium, with MinAtar's games registered where the id asks for them (the package `minatar`)."""
+    import gymnasium as gym
+
+    if env_id.startswith("MinAtar/"):
+        import logging
+
+        logging.disable(logging.WARNING)  # minatar.gym warns at import where seaborn, which it needs only to render, is missing
+        try:
+            import minatar.gym
+        finally:
+            logging.disable(logging.NOTSET)
+        if env_id not in gym.registry:
+            minatar.gym.register_envs()
+    return gym
+
+
+def atari_ids():
+    from envpool.registration import registry
+
+    return [env_id for env_id, spec in registry.specs.items() if spec[0] == "envpool.atari"]
+
+
 def make_envs(args, device):
-    """EnvPool Atari, or an Ocean env of p3o_ocean.py for `--env-id ocean/NAME` (the only import across files)."""
+    """An Ocean env of p3o_ocean.py for `--env-id ocean/NAME` (the only import across files), EnvPool Atari for its
+    ids, and Gymnasium for any other id."""
     if args.env_id.startswith("ocean/"):
         from p3o_ocean import OCEAN_ENVS
 
         options = dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length,
                        reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance)
         return OCEAN_ENVS[args.env_id[len("ocean/") :]](args.num_envs, device=device, seed=args.seed, **options)
-    return AtariEnvs(args.env_id, args.num_envs, device, args.seed)
+    if args.env_id in atari_ids():
+        return AtariEnvs(args.env_id, args.num_envs, device, args.seed)
+    return GymnasiumEnvs(args.env_id, args.num_envs, device, args.seed)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -205,30 +287,46 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     return layer
 
 
+def make_network(obs_shape):
+    """The trunk for observations of this shape (channels first), its width and the scale of its inputs; ValueError
+    where none fits."""
+    if len(obs_shape) == 3 and obs_shape[1:] == (84, 84):  # EnvPool's stacked frames: the Nature CNN (Mnih et al. 2015)
+        return nn.Sequential(
+            layer_init(nn.Conv2d(obs_shape[0], 32, 8, stride=4)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(64 * 7 * 7, 512)),
+            nn.ReLU(),
+        ), 512, 255.0
+    if len(obs_shape) == 3 and 3 <= min(obs_shape[1:]) and max(obs_shape[1:]) <= 32:
+        # a small grid of channels (MinAtar's 10 x 10): the MinAtar paper's network (Young & Tian 2019), one 16-filter
+        # 3x3 convolution and 128 units
+        return nn.Sequential(
+            layer_init(nn.Conv2d(obs_shape[0], 16, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(16 * (obs_shape[1] - 2) * (obs_shape[2] - 2), 128)),
+            nn.ReLU(),
+        ), 128, 1.0
+    if len(obs_shape) == 1:  # a vector: the Ocean envs' MLP
+        return nn.Sequential(
+            layer_init(nn.Linear(obs_shape[0], 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+        ), 64, 1.0
+    raise ValueError(f"no network here fits observations of shape {obs_shape}: these scripts take 84x84 frames, grids of "
+                     "channels up to 32x32 or flat vectors (wrap the env, e.g. gymnasium.wrappers.FlattenObservation)")
+
+
 class Agent(nn.Module):
     def __init__(self, obs_shape, num_actions, args):
         super().__init__()
-        if len(obs_shape) == 3:  # stacked frames: the Nature CNN
-            self.obs_scale, width = 255.0, 512
-            self.network = nn.Sequential(
-                layer_init(nn.Conv2d(obs_shape[0], 32, 8, stride=4)),
-                nn.ReLU(),
-                layer_init(nn.Conv2d(32, 64, 4, stride=2)),
-                nn.ReLU(),
-                layer_init(nn.Conv2d(64, 64, 3, stride=1)),
-                nn.ReLU(),
-                nn.Flatten(),
-                layer_init(nn.Linear(64 * 7 * 7, width)),
-                nn.ReLU(),
-            )
-        else:  # a vector: the Ocean envs' MLP
-            self.obs_scale, width = 1.0, 64
-            self.network = nn.Sequential(
-                layer_init(nn.Linear(obs_shape[0], width)),
-                nn.Tanh(),
-                layer_init(nn.Linear(width, width)),
-                nn.Tanh(),
-            )
+        self.network, width, self.obs_scale = make_network(obs_shape)
         self.actor = layer_init(nn.Linear(width, num_actions), std=0.01)
         # PPO: one value, the discounted return
         self.critic = layer_init(nn.Linear(width, 1), std=1)
@@ -347,21 +445,44 @@ def first_nonfinite(**tensors):
     return next((name for name, ok in zip(tensors, finite) if not ok), None)
 
 
+def unknown_env_id(env_id, known):
+    close = difflib.get_close_matches(env_id, known, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return f"--env-id {env_id!r} is not an EnvPool Atari id, a Gymnasium id or ocean/NAME{hint}"
+
+
+def gymnasium_errors(env_id):
+    """Why a Gymnasium id cannot train here, or []: an unknown id, a missing package, an action space that is not
+    discrete, an observation no network fits. It builds one env, not the vector env, to read its spaces."""
+    try:
+        gym = import_gymnasium(env_id)
+        if env_id not in gym.registry:
+            return [unknown_env_id(env_id, atari_ids() + list(gym.registry))]
+        env = gym.make(env_id)
+    except ImportError as error:  # gymnasium, minatar, or what an env's entry point imports (ale_py, box2d, ...)
+        package = (error.name or "?").split(".")[0]
+        return [f"--env-id {env_id!r} needs the package {package!r}, which is missing: pip install -r requirements.txt, or pip install {package}"]
+    action_space, obs_shape = env.action_space, GymnasiumEnvs.observation_shape(env.observation_space)
+    env.close()
+    if not isinstance(action_space, gym.spaces.Discrete):
+        return [f"--env-id {env_id!r} has a {action_space} action space: these scripts need a discrete one (a Categorical policy)"]
+    try:
+        make_network(obs_shape)
+    except ValueError as error:
+        return [f"--env-id {env_id!r}: {error}"]
+    return []
+
+
 def check_args(args):
     """Reject bad input before any env or device is touched, with a message that says what to change."""
     errors = []
     if args.env_id.startswith("ocean/"):
         from p3o_ocean import OCEAN_ENVS
 
-        known = [f"ocean/{name}" for name in OCEAN_ENVS]
-    else:
-        from envpool.registration import registry
-
-        known = [env_id for env_id, spec in registry.specs.items() if spec[0] == "envpool.atari"]
-    if args.env_id not in known:
-        close = difflib.get_close_matches(args.env_id, known, n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        errors.append(f"--env-id {args.env_id!r} is not an EnvPool Atari id or ocean/NAME{hint}")
+        if args.env_id[len("ocean/") :] not in OCEAN_ENVS:
+            errors.append(unknown_env_id(args.env_id, [f"ocean/{name}" for name in OCEAN_ENVS]))
+    elif args.env_id not in atari_ids():
+        errors += gymnasium_errors(args.env_id)
     for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "delay", "forage_distance", "password_length", "spread", "choice_distance"):
         if getattr(args, name) < 1:
             errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -446,7 +567,8 @@ def train(args, checkpoint=None):
         avg_scores.extend(checkpoint["history"][1])
         global_step, start_iteration = checkpoint["global_step"], checkpoint["iteration"] + 1
         set_rng_state(checkpoint["rng"])
-        print(f"{args.env_id}: resumed at iteration {checkpoint['iteration']}, step {global_step:,}", flush=True)
+        fresh = "" if checkpoint["envs"] is not None else " with new episodes (this env's state cannot be saved)"
+        print(f"{args.env_id}: resumed at iteration {checkpoint['iteration']}, step {global_step:,}{fresh}", flush=True)
     start_time, start_step = time.time(), global_step
     timer = PhaseTimer(device)
 

@@ -29,6 +29,7 @@ packages=(
   dm-env==1.6 optree==0.20.0                               # imported by envpool.python at import time
   tyro==1.0.17 docstring-parser==0.18.0 typeguard==4.6.1   # the scripts' command line
   typing-extensions==4.15.0                                # typeguard needs >= 4.14; the machine's is not known
+  minatar==1.0.15                                          # MinAtar's games (its plotting dependencies are not needed to train)
 )
 download=$(mktemp -d)
 trap 'rm -rf "$download"' EXIT

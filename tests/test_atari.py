@@ -269,7 +269,10 @@ def test_smoke_run_on_breakout(script, tmp_path):
 SHARED_BAD_FLAGS = [
     (dict(env_id="Breakot-v5"), "did you mean Breakout-v5"),
     (dict(env_id="ocean/bandt"), "did you mean ocean/bandit"),
-    (dict(env_id="CartPole-v1"), "is not an EnvPool Atari id or ocean/NAME"),
+    (dict(env_id="CartPol-v1"), "did you mean CartPole-v1"),
+    (dict(env_id="MinAtar/Breakot-v1"), "did you mean MinAtar/Breakout-v1"),
+    (dict(env_id="Pendulum-v1"), "action space: these scripts need a discrete one"),
+    (dict(env_id="Blackjack-v1"), "no network here fits observations of shape ()"),
     (dict(num_envs=8, num_steps=100, num_minibatches=3), "--num-minibatches 3 must divide the batch"),
     (dict(num_envs=0), "--num-envs must be >= 1"),
     (dict(total_timesteps=0), "--total-timesteps must be >= 1"),
@@ -297,6 +300,8 @@ def test_good_flags_pass():
     for module in SCRIPTS.values():
         module.check_args(module.Args())
         module.check_args(module.Args(env_id="ocean/delay", num_envs=3, num_steps=5, num_minibatches=5))
+        module.check_args(module.Args(env_id="MinAtar/Breakout-v1"))
+        module.check_args(module.Args(env_id="CartPole-v1"))
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

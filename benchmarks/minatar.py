@@ -1,0 +1,277 @@
+"""MinAtar (Young & Tian 2019): P3O against PPO on the five games, the README's MinAtar table and figures.
+
+    python benchmarks/minatar.py run --arms ppo_0.99 p3o_h128 --seeds 1 2 3 --workers 2      # train, then export
+    python benchmarks/minatar.py run --games Breakout --arms p3o_h32 --seeds 4 --steps 200000
+    python benchmarks/minatar.py export --runs runs                                           # runs trained elsewhere
+    python benchmarks/minatar.py report                                                       # table and figures, no training
+
+Every arm runs the same network (the MinAtar paper's, p3o_atari.py's `make_network`), envs, steps and update: the
+PPO configuration of gymnax-blines for MinAtar (64 envs x 128 steps, 8 minibatches x 4 epochs, lr 5e-4, clip 0.2,
+entropy 0.01, value 0.5, gradient norm 0.5), with CleanRL's linear learning-rate anneal. The arms differ only in
+the advantage: PPO + GAE at gamma 0.9, 0.99 or 0.999 (lambda 0.95), or P3O at H = 32 or 128 with today's default.
+
+`run` starts each (game, arm, seed) not yet in benchmarks/results/minatar_runs.csv as one process with one torch
+thread (through benchmarks/flushing.py), `--workers` at once, in runs/; a run with a checkpoint there continues it.
+Each finished run is exported: one row in minatar_runs.csv (final return = the mean of `charts/episodic_return` over
+the iterations in the last 10% of the steps; SPS; P3O's explained variance and tied offsets at the end), its curve
+in minatar_curves.csv and, for P3O, its last weight curve in minatar_weights.csv. `report` prints the table (mean
++- 95% CI over seeds), the differences (Welch's 95% CI), the mean PPO-normalised score with a bootstrap CI, and the
+SPS of each arm side by side, and draws minatar_curves.png (five panels) and minatar_weights.png.
+Time: a 5M-step run takes about 8 minutes on one core of the 2-core CPU (Breakout, Asterix) to about 25
+(SpaceInvaders, whose env is the slowest).
+"""
+import argparse
+import csv
+import math
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+RUNS_CSV, CURVES_CSV, WEIGHTS_CSV = RESULTS / "minatar_runs.csv", RESULTS / "minatar_curves.csv", RESULTS / "minatar_weights.csv"
+sys.path.insert(0, str(HERE))
+from atari_runs import MALLOC_ENV, scalars  # noqa: E402
+from ocean_studies import ci95, difference_ci95  # noqa: E402
+
+GAMES = ["Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"]
+CONFIG = ["--num-envs", "64", "--num-steps", "128", "--num-minibatches", "8", "--update-epochs", "4", "--learning-rate", "5e-4",
+          "--clip-coef", "0.2", "--ent-coef", "0.01", "--vf-coef", "0.5", "--max-grad-norm", "0.5", "--save-interval", "5"]
+ARMS = {
+    "ppo_0.9": ("ppo_baseline.py", ["--gamma", "0.9"]),
+    "ppo_0.99": ("ppo_baseline.py", ["--gamma", "0.99"]),
+    "ppo_0.999": ("ppo_baseline.py", ["--gamma", "0.999"]),
+    "p3o_h32": ("p3o_atari.py", ["--horizon", "32"]),
+    "p3o_h128": ("p3o_atari.py", ["--horizon", "128"]),
+}
+FIELDS = ["game", "arm", "seed", "steps", "final_return", "sps", "explained_variance", "tied_offsets", "machine"]
+
+
+def env_id(game):
+    return f"MinAtar/{game}-v1"
+
+
+def run_folder(runs, game, arm, seed):
+    """The newest run folder of (game, arm, seed) under `runs`, or None."""
+    found = sorted(Path(runs).glob(f"MinAtar_{game}-v1__{arm}__{seed}__*"), key=lambda p: p.name.rsplit("__", 1)[1])
+    return found[-1] if found else None
+
+
+def read_rows(path):
+    if not path.exists():
+        return []
+    with open(path, newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def append_rows(path, rows, fields):
+    new = not path.exists()
+    with open(path, "a", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=fields)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def train(game, arm, seed, steps, runs):
+    """One run to `steps`, continuing its checkpoint where one is there; returns the run folder."""
+    script, flags = ARMS[arm]
+    folder = run_folder(runs, game, arm, seed)
+    if folder is not None and (folder / "checkpoint.pt").exists():
+        command = [str(ROOT / script), "--resume", str(folder / "checkpoint.pt")]
+    else:
+        command = [str(ROOT / script), "--env-id", env_id(game), "--exp-name", arm, "--seed", str(seed), "--total-timesteps", str(steps), *CONFIG, *flags]
+    env = dict(os.environ, OMP_NUM_THREADS="1", **MALLOC_ENV)
+    log = Path(runs) / f"{game}_{arm}_s{seed}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as out:
+        subprocess.run([sys.executable, str(HERE / "flushing.py"), *command, "--no-progress"], cwd=Path(runs).parent, env=env, stdout=out, stderr=subprocess.STDOUT, check=True)
+    return run_folder(runs, game, arm, seed)
+
+
+def export(folder, game, arm, seed, steps, machine):
+    """Append one finished run to the three CSVs; returns its row."""
+    reached = max([step for _, step, _ in scalars(folder, "charts/SPS")], default=0)
+    if reached < steps - 64 * 128:
+        raise ValueError(f"minatar.py: {folder} ended at step {reached:,}, not {steps:,}: resume it first")
+    curve = [(step, value) for _, step, value in scalars(folder, "charts/episodic_return")]
+    final = [value for step, value in curve if step > 0.9 * steps]
+    if not final:
+        raise ValueError(f"minatar.py: {folder} finished no episode in the last 10% of its steps")
+    last = lambda tag: (scalars(folder, tag) or [(0, 0, float("nan"))])[-1][2]  # noqa: E731
+    row = {"game": game, "arm": arm, "seed": seed, "steps": reached, "final_return": float(np.mean(final)), "sps": last("charts/SPS"),
+           "explained_variance": last("losses/explained_variance"), "tied_offsets": last("charts/tied_offsets"), "machine": machine}
+    append_rows(RUNS_CSV, [row], FIELDS)
+    every = max(1, len(curve) // 100)
+    append_rows(CURVES_CSV, [{"game": game, "arm": arm, "seed": seed, "step": s, "return": v} for s, v in curve[::every]], ["game", "arm", "seed", "step", "return"])
+    if arm.startswith("p3o"):
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        events = EventAccumulator(str(folder), size_guidance={"histograms": 0})
+        events.Reload()
+        weights = events.Histograms("charts/weight_curve")[-1].histogram_value.bucket
+        append_rows(WEIGHTS_CSV, [{"game": game, "arm": arm, "seed": seed, "offset": j, "weight": w} for j, w in enumerate(weights)], ["game", "arm", "seed", "offset", "weight"])
+    return row
+
+
+def command_run(opts):
+    done = {(r["game"], r["arm"], r["seed"]) for r in read_rows(RUNS_CSV)}
+    todo = [(g, a, str(s)) for g in opts.games for a in opts.arms for s in opts.seeds if (g, a, str(s)) not in done]
+    print(f"minatar.py: {len(todo)} runs to {opts.steps:,} steps, {opts.workers} at once", flush=True)
+
+    def one(job):
+        game, arm, seed = job
+        folder = train(game, arm, seed, opts.steps, opts.runs)
+        try:
+            row = export(folder, game, arm, seed, opts.steps, opts.machine)
+        except ValueError as error:
+            return print(error, flush=True)
+        print(f"{game} {arm} seed {seed}: {row['final_return']:.2f} at {row['sps']:.0f} SPS", flush=True)
+
+    with ThreadPoolExecutor(opts.workers) as pool:
+        list(pool.map(one, todo))
+
+
+def command_export(opts):
+    done = {(r["game"], r["arm"], r["seed"]) for r in read_rows(RUNS_CSV)}
+    for folder in sorted(Path(opts.runs).glob("MinAtar_*")):
+        game, arm, seed = folder.name[len("MinAtar_") :].split("-v1__")[0], *folder.name.split("__")[1:3]
+        if (game, arm, seed) not in done:
+            try:
+                row = export(folder, game, arm, seed, opts.steps, opts.machine)
+                print(f"{game} {arm} seed {seed}: {row['final_return']:.2f}")
+            except ValueError as error:
+                print(error)
+
+
+def bootstrap_ci(values_by_game, reference_by_game, rng, samples=10_000):
+    """The mean over games of mean(values) / mean(reference), and its 95% bootstrap interval (seeds resampled per game)."""
+    def score(pick):
+        return np.mean([np.mean(pick(v)) / np.mean(pick(r)) for v, r in zip(values_by_game, reference_by_game)])
+
+    point = score(lambda x: x)
+    draws = [score(lambda x: rng.choice(x, len(x))) for _ in range(samples)]
+    return point, np.percentile(draws, 2.5), np.percentile(draws, 97.5)
+
+
+def command_report(opts):
+    rows = read_rows(RUNS_CSV)
+    finals, sps = {}, {}
+    for row in rows:
+        finals.setdefault((row["game"], row["arm"]), []).append(float(row["final_return"]))
+        sps.setdefault((row["game"], row["arm"]), []).append(float(row["sps"]))
+    arms = [arm for arm in ARMS if any(key[1] == arm for key in finals)]
+    games = [game for game in GAMES if any(key[0] == game for key in finals)]
+    print("| game | " + " | ".join(arms) + " |\n|" + " --- |" * (len(arms) + 1))
+    for game in games:
+        cells = []
+        for arm in arms:
+            values = finals.get((game, arm), [])
+            mean, half = ci95(values) if values else (float("nan"), float("nan"))
+            cells.append(f"{mean:.2f} +- {half:.2f} ({len(values)})" if values else "")
+        print(f"| {game} | " + " | ".join(cells) + " |")
+    print()
+    for game in games:
+        ppo = {arm: finals[(game, arm)] for arm in arms if arm.startswith("ppo") and (game, arm) in finals}
+        best = max(ppo, key=lambda arm: np.mean(ppo[arm])) if ppo else None
+        for p3o in ("p3o_h128", "p3o_h32"):
+            if (game, p3o) not in finals:
+                continue
+            for ref in dict.fromkeys(["ppo_0.99", best]):
+                if ref and (game, ref) in finals:
+                    d, half = difference_ci95(finals[(game, p3o)], finals[(game, ref)])
+                    print(f"{game}: {p3o} - {ref}{' (best PPO)' if ref == best else ''} = {d:+.2f} +- {half:.2f}")
+        if (game, "p3o_h128") in finals and (game, "p3o_h32") in finals and (game, "ppo_0.99") in finals:
+            d, half = difference_ci95(finals[(game, "p3o_h128")], finals[(game, "p3o_h32")])
+            bar = 0.05 * abs(np.mean(finals[(game, "ppo_0.99")]))
+            inside = abs(d) + half <= bar
+            print(f"{game}: H = 128 - H = 32 = {d:+.2f} +- {half:.2f} ({'inside' if inside else 'not inside'} +-{bar:.2f}, 5% of PPO 0.99's return)")
+    rng = np.random.default_rng(0)
+    print()
+    for arm in arms:
+        both = [g for g in games if (g, arm) in finals and (g, "ppo_0.99") in finals]
+        if both:
+            point, low, high = bootstrap_ci([np.array(finals[(g, arm)]) for g in both], [np.array(finals[(g, "ppo_0.99")]) for g in both], rng)
+            print(f"{arm}: mean PPO(0.99)-normalised score over {len(both)} games {point:.3f} [{low:.3f}, {high:.3f}]")
+    print()
+    for game in games:
+        line = ", ".join(f"{arm} {np.mean(sps[(game, arm)]):,.0f}" for arm in arms if (game, arm) in sps)
+        ratio = ""
+        if (game, "p3o_h128") in sps and (game, "ppo_0.99") in sps:
+            ratio = f"; P3O H = 128 / PPO 0.99 = {np.mean(sps[(game, 'p3o_h128')]) / np.mean(sps[(game, 'ppo_0.99')]):.2f}x"
+        print(f"{game} SPS (mean over runs): {line}{ratio}")
+    plot(games, arms)
+
+
+def plot(games, arms):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = {"ppo_0.9": "tab:cyan", "ppo_0.99": "tab:blue", "ppo_0.999": "tab:purple", "p3o_h32": "tab:orange", "p3o_h128": "tab:red"}
+    curves = {}
+    for row in read_rows(CURVES_CSV):
+        curves.setdefault((row["game"], row["arm"], row["seed"]), []).append((int(row["step"]), float(row["return"])))
+    figure, axes = plt.subplots(1, len(games), figsize=(3.2 * len(games), 3.0), squeeze=False)
+    for ax, game in zip(axes[0], games):
+        for arm in arms:
+            runs = [np.array(c) for (g, a, _), c in curves.items() if g == game and a == arm]
+            if not runs:
+                continue
+            grid = np.linspace(0, min(r[-1, 0] for r in runs), 60)
+            ys = np.array([np.interp(grid, r[:, 0], r[:, 1]) for r in runs])
+            ax.plot(grid, ys.mean(0), color=colours[arm], label=f"{arm} ({len(runs)})")
+            ax.fill_between(grid, ys.mean(0) - ys.std(0), ys.mean(0) + ys.std(0), color=colours[arm], alpha=0.15)
+        ax.set_title(f"MinAtar {game}")
+        ax.set_xlabel("steps")
+    axes[0][0].set_ylabel("episodic return")
+    axes[0][-1].legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(RESULTS / "minatar_curves.png", dpi=110)
+    weights = {}
+    for row in read_rows(WEIGHTS_CSV):
+        weights.setdefault((row["game"], row["arm"], row["seed"]), []).append(float(row["weight"]))
+    if weights:
+        figure, axes = plt.subplots(1, len(games), figsize=(3.2 * len(games), 2.6), squeeze=False)
+        for ax, game in zip(axes[0], games):
+            for (g, arm, seed), w in weights.items():
+                if g == game:
+                    ax.plot(w, color=colours[arm], alpha=0.6, lw=1)
+            ax.set_title(f"{game}: w[j] at the end")
+            ax.set_xlabel("offset j")
+            ax.set_ylim(0, 1.05)
+        figure.tight_layout()
+        figure.savefig(RESULTS / "minatar_weights.png", dpi=110)
+
+
+def main():
+    global RESULTS, RUNS_CSV, CURVES_CSV, WEIGHTS_CSV
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("run", "export"):
+        p = sub.add_parser(name)
+        p.add_argument("--steps", type=int, default=5_000_000)
+        p.add_argument("--runs", default=str(ROOT / "runs"), help="the folder of the run folders")
+        p.add_argument("--machine", default="cpu-2core", help="where the runs trained, for the CSV")
+    run = sub.choices["run"]
+    run.add_argument("--games", nargs="+", default=GAMES, choices=GAMES)
+    run.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    run.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
+    run.add_argument("--workers", type=int, default=2)
+    sub.add_parser("report")
+    for p in sub.choices.values():
+        p.add_argument("--results", default=str(RESULTS), help="the folder of the CSVs and figures")
+    opts = parser.parse_args()
+    RESULTS = Path(opts.results)
+    RUNS_CSV, CURVES_CSV, WEIGHTS_CSV = RESULTS / "minatar_runs.csv", RESULTS / "minatar_curves.csv", RESULTS / "minatar_weights.csv"
+    {"run": command_run, "export": command_export, "report": command_report}[opts.command](opts)
+
+
+if __name__ == "__main__":
+    main()
