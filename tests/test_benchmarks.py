@@ -9,6 +9,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "research" / "tools"))  # the one-off tools (sigma_pairs)
 import ocean_studies  # noqa: E402
 import p3o_ocean  # noqa: E402
 import ppo_baseline  # noqa: E402
@@ -176,7 +177,7 @@ def test_breakout_figure_reads_every_seed_and_refuses_a_missing_one(tmp_path, mo
 
 
 def test_sigma_pairs_counts_the_known_zeros_that_the_value_nll_keeps(tmp_path, monkeypatch):
-    """benchmarks/sigma_pairs.py on a p3o_atari.py checkpoint of forage, whose episodes end inside the rollout:
+    """research/tools/sigma_pairs.py on a p3o_atari.py checkpoint of forage, whose episodes end inside the rollout:
     every real decision keeps offset 0, inside its episode; far offsets hold known zeros; the sigmas are finite."""
     import p3o_atari
     import sigma_pairs
