@@ -18,7 +18,7 @@ of the script that ran it: a study interrupted at any point resumes where it sto
 versus study's P3O runs are the horizon study's H = 128 runs). Delete that file, or pass --fresh, to run everything
 again. The committed cache holds the runs of today's p3o_ocean.py and ppo_baseline.py (and of the screens in
 research/patches/ that apply to them), so each study of the README and docs redraws at this commit without
-training; an older commit's runs are in that commit's cache (git show COMMIT:benchmarks/results/ocean_runs.jsonl).
+training; an older commit's runs are in that commit's cache (git show COMMIT:benchmarks/results/ocean_runs.jsonl.gz).
 
 Scores are the envs' normalised `score` (1 = optimal). A run's final score is the mean of its per-iteration score
 over the last 10% of its iterations; steps-to-solve is the first step at which the per-iteration score reached the
