@@ -18,11 +18,16 @@ of the script that ran it: a study interrupted at any point resumes where it sto
 versus study's P3O runs are the horizon study's H = 128 runs). Delete that file, or pass --fresh, to run everything
 again. The committed cache holds the runs of today's p3o_ocean.py and ppo_baseline.py (and of the screens in
 research/patches/ that apply to them), so each study of the README and docs redraws at this commit without
-training; an older commit's runs are in that commit's cache (git show COMMIT:benchmarks/results/ocean_runs.jsonl.gz).
+training; an older commit's runs are in that commit's cache (git show COMMIT:benchmarks/results/ocean_runs.jsonl, before this file was gzip'd).
 
 Scores are the envs' normalised `score` (1 = optimal). A run's final score is the mean of its per-iteration score
 over the last 10% of its iterations; steps-to-solve is the first step at which the per-iteration score reached the
 env's `solved_score` (blank if never).
+
+Makes: the README's probe table (`probes --seeds 1 ... 10 --tag _cheaper`), its sanity table (`versus --seeds 1 ...
+10 --tag _cheaper`), the seeds 21 to 30 check (`probes --seeds 21 ... 30 --tag _s21_30`) and docs/probes.md's
+studies. Time on the 2-core CPU: seconds from the committed cache; from scratch about 13 s a run on one core on
+average, so `probes` (200 runs) takes about 25 minutes and `versus` (280 runs) about half an hour on two workers.
 """
 import argparse
 import csv
