@@ -5,11 +5,13 @@
 # $OUT/before_R and $OUT/after_R; the last lines print each case's median SPS and median ratio to PPO.
 #
 #     bash benchmarks/gpu_patch_ab.sh PATCH [REPEATS [GPU_CHECK_FLAGS...]]
-#     bash benchmarks/gpu_patch_ab.sh benchmarks/patches/tie_one_block_cuda.patch 3
+#     bash benchmarks/gpu_patch_ab.sh research/patches/tie_one_block_cuda.patch 3
 #     OUT=/tmp/ab bash benchmarks/gpu_patch_ab.sh PATCH 1 --smoke      # a dry run of the script on the CPU
 #
 # About 30 s a run book on an H200 (2026-11-27), so three repeats take about 3.5 minutes with the start. Needs .whl
 # carried (benchmarks/gpu_wheels.sh), as gpu_check.py does.
+#
+# Makes: docs/gpu.md's speed of a patch against the code without it (on a lent GPU; about 3.5 minutes).
 set -eu
 : "${OUT:?run on the device machine, where \$OUT is set}"
 patch=$(realpath "$1") repeats=${2:-3}

@@ -14,6 +14,8 @@
 # Two checkpoints (2 x 21 MB), the wheels (5 MB) and this repository (27 MB) are more than the 64 MiB a call carries:
 # from the second call on, resume one run a call, carrying only its folder, and alternate:
 #   SCRIPTS=p3o_atari bash benchmarks/gpu_train.sh 540      (carry .whl and gpu_runs/runs/Breakout-v5__p3o_atari__1__...)
+#
+# Makes: docs/gpu.md's GPU Breakout runs of seed 1 (gpu_breakout.py draws them); each call runs SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

@@ -19,6 +19,8 @@
 # On the GPU machine (docs/gpu.md has the whole command):
 #     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
 #     export PYTHONPATH=/tmp/site
+#
+# Makes no figure: the wheels every GPU command above needs (docs/gpu.md); a minute or two of downloads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-.whl}

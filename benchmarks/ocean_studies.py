@@ -13,17 +13,26 @@ Every learning run is one (algorithm, env, options, seed) with a fixed budget pe
 --budget-scale). P3O runs are p3o_ocean.train with the script's defaults; PPO runs are ppo_baseline.train on the
 same env with the same network, batch, learning rate, epochs and clipping (only the advantage and the value head
 differ). Runs go to `--workers` processes of one thread each. Each finished run is appended to
-benchmarks/results/ocean_runs.jsonl with its learning curve, keyed by its settings and a hash of the script that
-ran it: a study interrupted at any point resumes where it stopped, and studies share runs (the versus study's P3O
-runs are the horizon study's H = 128 runs). Delete that file, or pass --fresh, to run everything again.
+benchmarks/results/ocean_runs.jsonl.gz (gzip'd JSON lines) with its learning curve, keyed by its settings and a hash
+of the script that ran it: a study interrupted at any point resumes where it stopped, and studies share runs (the
+versus study's P3O runs are the horizon study's H = 128 runs). Delete that file, or pass --fresh, to run everything
+again. The committed cache holds the runs of today's p3o_ocean.py and ppo_baseline.py (and of the screens in
+research/patches/ that apply to them), so each study of the README and docs redraws at this commit without
+training; an older commit's runs are in that commit's cache (git show COMMIT:benchmarks/results/ocean_runs.jsonl, before this file was gzip'd).
 
 Scores are the envs' normalised `score` (1 = optimal). A run's final score is the mean of its per-iteration score
 over the last 10% of its iterations; steps-to-solve is the first step at which the per-iteration score reached the
 env's `solved_score` (blank if never).
+
+Makes: the README's probe table (`probes --seeds 1 ... 10 --tag _cheaper`), its sanity table (`versus --seeds 1 ...
+10 --tag _cheaper`), the seeds 21 to 30 check (`probes --seeds 21 ... 30 --tag _s21_30`) and docs/probes.md's
+studies. Time on the 2-core CPU: seconds from the committed cache; from scratch about 13 s a run on one core on
+average, so `probes` (200 runs) takes about 25 minutes and `versus` (280 runs) about half an hour on two workers.
 """
 import argparse
 import csv
 import functools
+import gzip
 import hashlib
 import inspect
 import json
@@ -42,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 import p3o_ocean  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-RUNS_FILE = RESULTS / "ocean_runs.jsonl"
+RUNS_FILE = RESULTS / "ocean_runs.jsonl.gz"
 # The sanity suite and each env's steps per run: enough for P3O at the defaults to get most of the way on this
 # 2-core CPU, small enough that the five studies fit one working session with two workers. spread and choice are
 # probed at their own settings and budgets only (PROBES).
@@ -168,17 +177,27 @@ def final_score(curve):
 
 
 def load_runs():
-    runs = {}
+    """The cached rows by key. The cache is JSON lines, gzip'd: one gzip member per study that appended to it. A study
+    killed mid-write leaves its last member unended; the whole rows before that are kept, and the file is rewritten
+    from them so that the next study's rows follow a complete member."""
+    runs, truncated = {}, False
     if RUNS_FILE.exists():
-        for line in RUNS_FILE.read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                runs[key(row)] = row
+        with gzip.open(RUNS_FILE, "rt") as lines:
+            try:
+                for line in lines:
+                    if line.strip():
+                        row = json.loads(line)
+                        runs[key(row)] = row
+            except (EOFError, json.JSONDecodeError):
+                truncated = True
+    if truncated:
+        with gzip.open(RUNS_FILE, "wt") as out:
+            out.writelines(json.dumps(row) + "\n" for row in runs.values())
     return runs
 
 
 def run_all(specs, workers, fresh=False, keep=True):
-    """The rows of these specs: cached ones from ocean_runs.jsonl, the others trained now and appended there one by
+    """The rows of these specs: cached ones from ocean_runs.jsonl.gz, the others trained now and appended there one by
     one as they finish (a crash loses only the runs in flight)."""
     done = {} if fresh else load_runs()
     todo = [s for s in dict.fromkeys(key(s) for s in specs) if s not in done]
@@ -188,7 +207,7 @@ def run_all(specs, workers, fresh=False, keep=True):
     if todo:
         began = time.time()
         context = multiprocessing.get_context("spawn")
-        with context.Pool(workers, initializer=start_worker) as pool, open(RUNS_FILE if keep else os.devnull, "a") as out:
+        with context.Pool(workers, initializer=start_worker) as pool, (gzip.open(RUNS_FILE, "at") if keep else open(os.devnull, "a")) as out:
             for i, row in enumerate(pool.imap_unordered(execute, todo), 1):
                 out.write(json.dumps(row) + "\n")
                 out.flush()
@@ -534,7 +553,7 @@ def main():
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="horizon, probes: p3o_ocean.Args fields for every run, e.g. clock=False (probes: PPO too, where its Args has them)")
     parser.add_argument("--repeats", type=int, default=3, help="throughput: alternating repeats")
     parser.add_argument("--tag", default="", help="suffix for the CSV and PNG names (e.g. _5seeds)")
-    parser.add_argument("--fresh", action="store_true", help="train every run again instead of reusing ocean_runs.jsonl")
+    parser.add_argument("--fresh", action="store_true", help="train every run again instead of reusing ocean_runs.jsonl.gz")
     opts = parser.parse_args()
     global TAG
     TAG = opts.tag

@@ -10,6 +10,9 @@ this process with `--threads` torch threads (1 by default), one after the other,
 configurations; the figures are medians over the repeats of each phase's seconds divided by the run's iterations.
 The phases are the scripts' own (their PhaseTimer). Set the MALLOC_* variables of the README first, as for every CPU
 benchmark here.
+
+Makes: the README's per-phase times and thread-count ratios (results/phase_times_threads.log). Time on the 2-core
+CPU: a few seconds a run, about a minute at three repeats.
 """
 import argparse
 import os

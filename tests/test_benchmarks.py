@@ -1,4 +1,5 @@
 """The evidence studies' machinery (benchmarks/ocean_studies.py): fair PPO settings, scores, the run cache."""
+import gzip
 import json
 import sys
 from dataclasses import fields
@@ -9,6 +10,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "research" / "tools"))  # the one-off tools (sigma_pairs)
 import ocean_studies  # noqa: E402
 import p3o_ocean  # noqa: E402
 import ppo_baseline  # noqa: E402
@@ -45,19 +47,30 @@ def test_final_score_and_steps_to_solve():
 def test_runs_are_cached_and_resumable(tmp_path, monkeypatch):
     """Two tiny runs train once, land in the runs file with their curves, and are read back, not trained again."""
     monkeypatch.setattr(ocean_studies, "RESULTS", tmp_path)
-    monkeypatch.setattr(ocean_studies, "RUNS_FILE", tmp_path / "runs.jsonl")
+    monkeypatch.setattr(ocean_studies, "RUNS_FILE", tmp_path / "runs.jsonl.gz")
     monkeypatch.setattr(ocean_studies, "BUDGETS", dict(ocean_studies.BUDGETS, bandit=2 * 256 * 128))
     specs = [ocean_studies.spec("p3o", "bandit", 1, 1.0, horizon=8), ocean_studies.spec("ppo", "bandit", 1, 1.0, gamma=0.9)]
     rows = ocean_studies.run_all(specs, workers=1)
-    lines = (tmp_path / "runs.jsonl").read_text().splitlines()
+    lines = gzip.decompress((tmp_path / "runs.jsonl.gz").read_bytes()).decode().splitlines()
     assert len(lines) == 2
     for row in rows:
         assert [step for step, _ in row["curve"]] == [256 * 128, 2 * 256 * 128]
         assert 0.0 <= row["score"] <= 1.0 and row["SPS"] > 0
     assert len(rows[0]["weights"]) == 8 and max(rows[0]["weights"]) == pytest.approx(1.0)  # P3O: its weight curve
     again = ocean_studies.run_all(specs, workers=1)
-    assert again == rows and len((tmp_path / "runs.jsonl").read_text().splitlines()) == 2
+    assert again == rows and len(gzip.decompress((tmp_path / "runs.jsonl.gz").read_bytes()).decode().splitlines()) == 2
     assert json.loads(lines[0])["script"] == ocean_studies.script_hash(json.loads(lines[0])["algo"])
+
+
+def test_a_run_cache_cut_mid_write_keeps_its_whole_rows_and_is_rewritten(tmp_path, monkeypatch):
+    """A study killed while appending leaves a gzip member without its end: the rows before it are read, and the file
+    is rewritten whole so that the next study's rows are readable after them."""
+    runs_file = tmp_path / "runs.jsonl.gz"
+    monkeypatch.setattr(ocean_studies, "RUNS_FILE", runs_file)
+    rows = [dict(ocean_studies.spec("p3o", "bandit", seed, 1.0, horizon=8), score=0.5) for seed in (1, 2)]
+    runs_file.write_bytes(gzip.compress(json.dumps(rows[0]).encode() + b"\n") + gzip.compress(json.dumps(rows[1]).encode() + b"\n")[:-12])
+    assert list(ocean_studies.load_runs().values()) == rows[:1]
+    assert gzip.decompress(runs_file.read_bytes()).decode().splitlines() == [json.dumps(rows[0])]
 
 
 def test_rows_are_matched_on_their_options_not_on_other_fields():
@@ -176,7 +189,7 @@ def test_breakout_figure_reads_every_seed_and_refuses_a_missing_one(tmp_path, mo
 
 
 def test_sigma_pairs_counts_the_known_zeros_that_the_value_nll_keeps(tmp_path, monkeypatch):
-    """benchmarks/sigma_pairs.py on a p3o_atari.py checkpoint of forage, whose episodes end inside the rollout:
+    """research/tools/sigma_pairs.py on a p3o_atari.py checkpoint of forage, whose episodes end inside the rollout:
     every real decision keeps offset 0, inside its episode; far offsets hold known zeros; the sigmas are finite."""
     import p3o_atari
     import sigma_pairs

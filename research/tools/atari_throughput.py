@@ -1,17 +1,20 @@
 """SPS of p3o_atari.py against ppo_baseline.py, side by side in one run (the bar: P3O at 0.95x or more).
 
-    python benchmarks/atari_throughput.py --horizon 128 --iterations 4 --repeats 3
+    python research/tools/atari_throughput.py --horizon 128 --iterations 4 --repeats 3
 
 The two scripts run one after the other, alternating, `--repeats` times each, with the same env, seed and
 hyperparameters. A run's SPS is the steady-state rate between its first and its last logged iteration (start-up
 and the first iteration excluded), read from the wall times of its TensorBoard scalars. Reports the medians, their
-ratio and the per-phase seconds; writes benchmarks/results/atari_throughput.csv.
+ratio and the per-phase seconds; writes research/results/atari_throughput.csv.
 """
 import argparse
 import csv
 import statistics
+import sys
+from pathlib import Path
 
-from atari_runs import ROOT, finish, scalars, start
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from atari_runs import ROOT, finish, scalars, start  # noqa: E402
 
 
 def main():
@@ -32,7 +35,7 @@ def main():
             fractions = {tag.split("/")[1][: -len("_fraction")]: scalars(run_dir, tag)[-1][2] for tag in ("perf/rollout_fraction", "perf/advantage_fraction", "perf/update_fraction")}
             rows.append({"script": script, "repeat": repeat, "SPS": round((step1 - step0) / (wall1 - wall0), 1), **{k: round(v, 4) for k, v in fractions.items()}, "run": run_dir.name})
             print(rows[-1], flush=True)
-    out = ROOT / "benchmarks" / "results" / "atari_throughput.csv"
+    out = ROOT / "research" / "results" / "atari_throughput.csv"
     with open(out, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()

@@ -1,7 +1,7 @@
 """What checkpointing costs: the share of a run's time spent writing checkpoints at the default --save-interval.
 
-    python benchmarks/checkpoint_cost.py                 # Ocean (all three scripts) and Breakout (both Atari scripts)
-    python benchmarks/checkpoint_cost.py --skip-atari
+    python research/tools/checkpoint_cost.py                 # Ocean (all three scripts) and Breakout (both Atari scripts)
+    python research/tools/checkpoint_cost.py --skip-atari
 
 Two measurements, each run in this process one after the other:
 - the cost of one save, against the time of one iteration, from runs with --save-interval 1 (the scripts' own
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import p3o_atari  # noqa: E402

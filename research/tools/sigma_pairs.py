@@ -3,7 +3,7 @@ offset j, the (decision, offset) pairs the value NLL keeps, how many of them are
 terminal, and the sigma that the NLL's fit gives over all kept pairs (what training fits) and over the pairs inside
 the episode only. No training here.
 
-    python benchmarks/sigma_pairs.py gpu_runs/runs/Breakout-v5__p3o_atari__1__1795630884/checkpoint.pt --rollouts 16
+    python research/tools/sigma_pairs.py gpu_runs/runs/Breakout-v5__p3o_atari__1__1795630884/checkpoint.pt --rollouts 16
 
 Works for any p3o_atari.py checkpoint (an Atari id or --env-id ocean/NAME). The rollouts use the checkpoint's
 policy and value head, `--num-envs` envs (default: the run's) and a fresh seed, on the CPU.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import p3o_atari  # noqa: E402
 
 SHOWN = (0, 4, 16, 32, 64, 96, 112, 120, 127)

@@ -1,7 +1,7 @@
 """Throughput of p3o_ocean.py and what P3O adds to an iteration, measured side by side in one run.
 
-    python benchmarks/ocean_throughput.py                       # default configuration, H = 128
-    python benchmarks/ocean_throughput.py --env-id squared --repeats 5
+    python research/tools/ocean_throughput.py                       # default configuration, H = 128
+    python research/tools/ocean_throughput.py --env-id squared --repeats 5
 
 What it measures (each case repeated, the cases interleaved, medians reported; shared machines are noisy,
 so read the ratios, which are taken within one run):
@@ -9,7 +9,7 @@ so read the ratios, which are taken within one run):
   2. What P3O adds to PPO: the same iteration with --horizon 1 has PPO's cost (a one-wide value head, a
      one-offset loss, a one-offset advantage). overhead = 1 - time(H=1) / time(H=128).
   3. The PyTorch twin p3o_advantage on T=64, N=4096, H=128 against one training iteration of (1).
-Writes benchmarks/results/ocean_throughput.csv.
+Writes research/results/ocean_throughput.csv.
 """
 import argparse
 import csv
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 import p3o_ocean  # noqa: E402
 
@@ -57,7 +57,7 @@ def main():
     parser.add_argument("--env-id", default="squared")
     parser.add_argument("--iterations", type=int, default=4, help="training iterations per measured run")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ocean_throughput.csv"))
+    parser.add_argument("--out", default=str(ROOT / "research" / "results" / "ocean_throughput.csv"))
     options = parser.parse_args()
 
     base = p3o_ocean.Args(env_id=options.env_id, progress=False)
