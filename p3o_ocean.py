@@ -19,6 +19,7 @@ from typing import Literal, Optional
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.optim as optim
 import tyro
@@ -607,6 +608,24 @@ OCEAN_ENVS = {
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Reductions across ranks: p3o_atari.py runs under torchrun, this script never does, so here all_sum is a no-op;
+# it is kept so that the functions the two scripts share stay verbatim copies
+# ---------------------------------------------------------------------------------------------------------
+def all_sum(*tensors):
+    """Each tensor summed over the ranks of a torchrun launch, in one all-reduce (float32); in a single process the
+    tensors as they are. Every reduction across ranks goes through here. A tensor that carries a gradient keeps it:
+    the other ranks' part joins as a constant, and their gradients join through the update's all_sum of the
+    gradients. One tensor in, one out; several in, a tuple out."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return tensors if len(tensors) > 1 else tensors[0]
+    flat = torch.cat([tensor.detach().reshape(-1).float() for tensor in tensors])
+    dist.all_reduce(flat)
+    totals = [total.view_as(tensor).to(tensor.dtype) for total, tensor in zip(flat.split([tensor.numel() for tensor in tensors]), tensors)]
+    totals = tuple(tensor + (total - tensor.detach()) if tensor.requires_grad else total for tensor, total in zip(tensors, totals))
+    return totals if len(totals) > 1 else totals[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
 # ALGO LOGIC: the P3O advantage (the PyTorch twin of kernels/advantage.cu)
 # ---------------------------------------------------------------------------------------------------------
 MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
@@ -663,7 +682,7 @@ def window_sum_variance(targets, valid):
     decision's window, so a plain sum over the offsets is the window's. Shapes: targets [T, N, H]; valid [T, N].
     Returns a 0-d tensor."""
     sums = targets.sum(-1)
-    return masked_mean(sums.square(), valid) - masked_mean(sums, valid).square()
+    return masked_mean(sums.square(), valid) - masked_mean(sums, valid).square()  # torchrun: every rank's decisions
 
 
 def window_mu(hidden, head, window):
@@ -683,6 +702,7 @@ def step_clock_table(table, clocks, residual, kept):
     rows = clocks.clamp(0, CLOCK_ROWS - 1)
     sums = torch.zeros_like(table).index_add_(0, rows, residual)
     counts = torch.zeros_like(table).index_add_(0, rows, kept.float())
+    sums, counts = all_sum(sums, counts)  # torchrun: every rank's minibatch i is a part of the global minibatch i
     table += CLOCK_RATE * sums / (counts + CLOCK_PRIOR)
 
 
@@ -751,8 +771,9 @@ def tie_z(rewards, terminals, mu, tail_mu, score, valid):
         residual = episode_windows(rewards[:, envs], terminals[:, envs], H, tail_mu[envs])[0].sub_(mu[:, envs]).reshape(-1, H)
         products += residual.T @ score[:, envs].reshape(-1)
         squares += residual.square_().T @ valid[:, envs].reshape(-1).float()
-    corr = products / (squares * score.square().sum()).sqrt().clamp(min=1e-30)
-    return corr.abs() * valid.sum().sqrt()
+    products, squares, score_squares, count = all_sum(products, squares, score.square().sum(), valid.sum())  # torchrun: every rank's
+    corr = products / (squares * score_squares).sqrt().clamp(min=1e-30)
+    return corr.abs() * count.sqrt()
 
 
 def centre_by_clock(x, clocks, valid):
@@ -761,8 +782,9 @@ def centre_by_clock(x, clocks, valid):
     rows = clocks.clamp(0, CLOCK_ROWS - 1).reshape(-1)
     weight = valid.float().reshape(-1)
     sums = x.new_zeros(CLOCK_ROWS).index_add_(0, rows, x.reshape(-1) * weight)
-    counts = x.new_zeros(CLOCK_ROWS).index_add_(0, rows, weight).clamp(min=1)
-    return x - (sums / counts).index_select(0, rows).view_as(x)
+    counts = x.new_zeros(CLOCK_ROWS).index_add_(0, rows, weight)
+    sums, counts = all_sum(sums, counts)  # torchrun: the mean over every rank's decisions
+    return x - (sums / counts.clamp(min=1)).index_select(0, rows).view_as(x)
 
 
 def select_advantage(kernel, device):
@@ -831,16 +853,20 @@ class Agent(nn.Module):
 
 
 def masked_mean(x, mask):
-    return (x * mask).sum() / mask.sum().clamp(min=1)
+    """The mean of x where mask is set (torchrun: over every rank's entries; the gradient is this rank's share)."""
+    total, count = all_sum((x * mask).sum(), mask.sum())
+    return total / count.clamp(min=1)
 
 
 def explained_variance(y, residual, mask):
-    """1 - Var(residual) / Var(y) over the entries where mask (bool) is set; nan where y does not vary there."""
-    count = mask.sum().clamp(min=1)
+    """1 - Var(residual) / Var(y) over the entries where mask (bool) is set (torchrun: every rank's); nan where y does
+    not vary there."""
+    count = all_sum(mask.sum()).clamp(min=1)
 
     def variance(x):
         x = torch.where(mask, x, 0.0).reshape(-1)
-        return torch.dot(x, x) / count - (x.sum() / count) ** 2
+        squares, total = all_sum(torch.dot(x, x), x.sum())
+        return squares / count - (total / count) ** 2
 
     var_y = variance(y)
     return float("nan") if not var_y > 0 else float(1 - variance(residual) / var_y)
@@ -908,6 +934,9 @@ def load_checkpoint(path, flag):
     missing = set(Args.__dataclass_fields__) - set(checkpoint["args"])
     if missing and flag == "--resume":  # flags added since: their defaults could change the run's algorithm midway
         fail(f"written before {Path(__file__).name} had {sorted(missing)}: resume it with the version that wrote it")
+    written, world_size = 1 + len(checkpoint.get("ranks", [])), int(os.environ.get("WORLD_SIZE", 1))
+    if written != world_size and flag == "--resume":  # torchrun: each rank continues its own envs and random numbers
+        fail(f"written by {written} rank(s), resumed by {world_size}: resume it with the world size that wrote it ({'torchrun --nproc_per_node ' + str(written) if written > 1 else 'python'})")
     return checkpoint
 
 
@@ -923,9 +952,10 @@ def resume_args(args):
 
 
 def first_nonfinite(**tensors):
-    """The name of the first tensor holding a NaN or an infinity, or None (one device sync for them all)."""
-    finite = torch.stack([torch.isfinite(tensor).all() for tensor in tensors.values()]).tolist()
-    return next((name for name, ok in zip(tensors, finite) if not ok), None)
+    """The name of the first tensor holding a NaN or an infinity (torchrun: on any rank, so every rank stops at the
+    same place), or None (one device sync for them all)."""
+    nonfinite = all_sum(torch.stack([~torch.isfinite(tensor).all() for tensor in tensors.values()]).float()).tolist()
+    return next((name for name, bad in zip(tensors, nonfinite) if bad), None)
 
 
 def check_args(args):

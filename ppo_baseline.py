@@ -20,6 +20,7 @@ from typing import Optional
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.optim as optim
 import tyro
@@ -232,7 +233,7 @@ def import_gymnasium(env_id):
             import minatar.gym
         finally:
             logging.disable(logging.NOTSET)
-        if env_id not in gym.registry:
+        if "MinAtar/Breakout-v1" not in gym.registry:
             minatar.gym.register_envs()
     return gym
 
@@ -255,6 +256,46 @@ def make_envs(args, device):
     if args.env_id in atari_ids():
         return AtariEnvs(args.env_id, args.num_envs, device, args.seed)
     return GymnasiumEnvs(args.env_id, args.num_envs, device, args.seed)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Data parallel under torchrun (`torchrun --standalone --nproc_per_node N` this script): each rank steps its
+# share of the envs, and these helpers are all that crosses between ranks; in a plain run each is a no-op
+# ---------------------------------------------------------------------------------------------------------
+def all_sum(*tensors):
+    """Each tensor summed over the ranks of a torchrun launch, in one all-reduce (float32); in a single process the
+    tensors as they are. Every reduction across ranks goes through here. A tensor that carries a gradient keeps it:
+    the other ranks' part joins as a constant, and their gradients join through the update's all_sum of the
+    gradients. One tensor in, one out; several in, a tuple out."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return tensors if len(tensors) > 1 else tensors[0]
+    flat = torch.cat([tensor.detach().reshape(-1).float() for tensor in tensors])
+    dist.all_reduce(flat)
+    totals = [total.view_as(tensor).to(tensor.dtype) for total, tensor in zip(flat.split([tensor.numel() for tensor in tensors]), tensors)]
+    totals = tuple(tensor + (total - tensor.detach()) if tensor.requires_grad else total for tensor, total in zip(tensors, totals))
+    return totals if len(totals) > 1 else totals[0]
+
+
+def all_gather(value):
+    """Every rank's `value` (any picklable object: the games that ended, a checkpoint's envs), in rank order; [value]
+    in a single process."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return [value]
+    values = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value)
+    return values
+
+
+def dist_backend(args):
+    """NCCL where each rank has a GPU, gloo on CPUs; P3O_DIST_BACKEND=gloo lets several ranks share one GPU."""
+    return os.environ.get("P3O_DIST_BACKEND", "nccl" if args.cuda and torch.cuda.is_available() else "gloo")
+
+
+class NoWriter:
+    """The SummaryWriter of the ranks past 0: rank 0 alone logs (the global figures)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -348,16 +389,20 @@ class Agent(nn.Module):
 
 
 def masked_mean(x, mask):
-    return (x * mask).sum() / mask.sum().clamp(min=1)
+    """The mean of x where mask is set (torchrun: over every rank's entries; the gradient is this rank's share)."""
+    total, count = all_sum((x * mask).sum(), mask.sum())
+    return total / count.clamp(min=1)
 
 
 def explained_variance(y, residual, mask):
-    """1 - Var(residual) / Var(y) over the entries where mask (bool) is set; nan where y does not vary there."""
-    count = mask.sum().clamp(min=1)
+    """1 - Var(residual) / Var(y) over the entries where mask (bool) is set (torchrun: every rank's); nan where y does
+    not vary there."""
+    count = all_sum(mask.sum()).clamp(min=1)
 
     def variance(x):
         x = torch.where(mask, x, 0.0).reshape(-1)
-        return torch.dot(x, x) / count - (x.sum() / count) ** 2
+        squares, total = all_sum(torch.dot(x, x), x.sum())
+        return squares / count - (total / count) ** 2
 
     var_y = variance(y)
     return float("nan") if not var_y > 0 else float(1 - variance(residual) / var_y)
@@ -425,6 +470,9 @@ def load_checkpoint(path, flag):
     missing = set(Args.__dataclass_fields__) - set(checkpoint["args"])
     if missing and flag == "--resume":  # flags added since: their defaults could change the run's algorithm midway
         fail(f"written before {Path(__file__).name} had {sorted(missing)}: resume it with the version that wrote it")
+    written, world_size = 1 + len(checkpoint.get("ranks", [])), int(os.environ.get("WORLD_SIZE", 1))
+    if written != world_size and flag == "--resume":  # torchrun: each rank continues its own envs and random numbers
+        fail(f"written by {written} rank(s), resumed by {world_size}: resume it with the world size that wrote it ({'torchrun --nproc_per_node ' + str(written) if written > 1 else 'python'})")
     return checkpoint
 
 
@@ -440,9 +488,10 @@ def resume_args(args):
 
 
 def first_nonfinite(**tensors):
-    """The name of the first tensor holding a NaN or an infinity, or None (one device sync for them all)."""
-    finite = torch.stack([torch.isfinite(tensor).all() for tensor in tensors.values()]).tolist()
-    return next((name for name, ok in zip(tensors, finite) if not ok), None)
+    """The name of the first tensor holding a NaN or an infinity (torchrun: on any rank, so every rank stops at the
+    same place), or None (one device sync for them all)."""
+    nonfinite = all_sum(torch.stack([~torch.isfinite(tensor).all() for tensor in tensors.values()]).float()).tolist()
+    return next((name for name, bad in zip(tensors, nonfinite) if bad), None)
 
 
 def unknown_env_id(env_id, known):
@@ -461,7 +510,7 @@ def gymnasium_errors(env_id):
         env = gym.make(env_id)
     except ImportError as error:  # gymnasium, minatar, or what an env's entry point imports (ale_py, box2d, ...)
         package = (error.name or "?").split(".")[0]
-        return [f"--env-id {env_id!r} needs the package {package!r}, which is missing: pip install -r requirements.txt, or pip install {package}"]
+        return [f"--env-id {env_id!r} needs the package {package!r}, which is missing ({error}): pip install -r requirements.txt, or pip install {package}"]
     action_space, obs_shape = env.action_space, GymnasiumEnvs.observation_shape(env.observation_space)
     env.close()
     if not isinstance(action_space, gym.spaces.Discrete):
@@ -501,6 +550,17 @@ def check_args(args):
         if not 0.0 <= getattr(args, name) <= 1.0:
             errors.append(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}")
     # end PPO
+    # torchrun: each rank steps num_envs / WORLD_SIZE envs, and with NCCL each rank needs a GPU of its own
+    world_size, local_world_size = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    if args.num_envs % world_size != 0:
+        errors.append(f"--num-envs {args.num_envs} must be divisible by the world size {world_size}: each rank steps num_envs / world_size envs")
+    elif args.num_minibatches >= 1 and (args.num_envs // world_size * args.num_steps) % args.num_minibatches != 0:
+        errors.append(f"--num-minibatches {args.num_minibatches} must divide each rank's batch, --num-envs / world size x --num-steps = {args.num_envs // world_size * args.num_steps}")
+    if world_size > 1 and dist_backend(args) not in ("nccl", "gloo"):
+        errors.append(f"P3O_DIST_BACKEND={dist_backend(args)!r}: nccl or gloo")
+    elif world_size > 1 and dist_backend(args) == "nccl" and local_world_size > torch.cuda.device_count():
+        errors.append(f"{local_world_size} ranks on this machine share {torch.cuda.device_count()} GPU(s), but NCCL needs a GPU per rank: "
+                      f"launch --nproc_per_node {torch.cuda.device_count()}, or let them share with P3O_DIST_BACKEND=gloo")
     if errors:
         for error in errors:
             print(f"{Path(__file__).name}: error: {error}", file=sys.stderr)
@@ -512,14 +572,19 @@ def train(args, checkpoint=None):
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = max(1, args.total_timesteps // args.batch_size)
+    # torchrun (data parallel, as nanoGPT's train.py): rank r steps num_envs / world_size of the envs, seeded seed + r,
+    # and its minibatch i is its share of the global minibatch i: every statistic and the gradient are summed over
+    # the ranks (all_sum). Rank 0 alone logs, prints and saves. A plain run is rank 0 of 1.
+    rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    num_envs, batch_size, minibatch_size = args.num_envs // world_size, args.batch_size // world_size, args.minibatch_size // world_size  # this rank's
     # a new run never writes into another run's folder; a resumed one continues its own
-    run_name = checkpoint["run_name"] if checkpoint else claim_run_folder(f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}")
-    if args.track:
+    run_name = checkpoint["run_name"] if checkpoint else claim_run_folder(f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}") if rank == 0 else None
+    if args.track and rank == 0:
         import wandb
 
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=vars(args), name=run_name, save_code=True)
     # A resumed run drops the events its previous life logged after the checkpoint, and the curve continues.
-    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None) if rank == 0 else NoWriter()
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])))
 
     # TRY NOT TO MODIFY: seeding
@@ -531,58 +596,69 @@ def train(args, checkpoint=None):
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     # env setup
-    envs = make_envs(args, device)
+    envs = make_envs(replace(args, num_envs=num_envs, seed=args.seed + rank), device)
     next_obs = envs.reset()
     obs_shape = tuple(next_obs.shape[1:])
-    print(f"{args.env_id}: {Path(__file__).name} on {device.type}; runs/{run_name}", flush=True)
+    if rank == 0:
+        print(f"{args.env_id}: {Path(__file__).name} on {device.type}{f' x {world_size} ranks' if world_size > 1 else ''}; runs/{run_name}", flush=True)
 
     agent = Agent(obs_shape, envs.num_actions, args).to(device)
+    if rank > 0:  # every rank built the same parameters from args.seed; from here on each draws its own random numbers
+        torch.manual_seed(args.seed + rank)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     # ALGO Logic: Storage setup
-    obs = torch.zeros((args.num_steps, args.num_envs) + obs_shape, dtype=next_obs.dtype, device=device)
-    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
-    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
-    terminals = torch.zeros((args.num_steps, args.num_envs), device=device)
-    valid = torch.zeros((args.num_steps, args.num_envs), device=device)
-    episode_returns = torch.zeros((args.num_steps, args.num_envs), device=device)
-    episode_lengths = torch.zeros((args.num_steps, args.num_envs), dtype=torch.int64, device=device)
-    episode_scores = torch.zeros((args.num_steps, args.num_envs), device=device)
+    obs = torch.zeros((args.num_steps, num_envs) + obs_shape, dtype=next_obs.dtype, device=device)
+    actions = torch.zeros((args.num_steps, num_envs), dtype=torch.long, device=device)
+    logprobs = torch.zeros((args.num_steps, num_envs), device=device)
+    rewards = torch.zeros((args.num_steps, num_envs), device=device)
+    terminals = torch.zeros((args.num_steps, num_envs), device=device)
+    valid = torch.zeros((args.num_steps, num_envs), device=device)
+    episode_returns = torch.zeros((args.num_steps, num_envs), device=device)
+    episode_lengths = torch.zeros((args.num_steps, num_envs), dtype=torch.int64, device=device)
+    episode_scores = torch.zeros((args.num_steps, num_envs), device=device)
     # PPO: one value per decision
-    values = torch.zeros((args.num_steps, args.num_envs), device=device)
+    values = torch.zeros((args.num_steps, num_envs), device=device)
     # end PPO
 
     # TRY NOT TO MODIFY: start the game
     global_step, start_iteration = 0, 1
-    next_valid = torch.ones(args.num_envs, device=device)
+    next_valid = torch.ones(num_envs, device=device)
     avg_returns, avg_scores = deque(maxlen=20), deque(maxlen=20)
     if checkpoint:  # continue where the checkpoint left: same parameters and random numbers (and envs, but Atari's)
         agent.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
-        if checkpoint["envs"] is not None:
-            envs.load_state_dict(checkpoint["envs"])
-            next_obs, next_valid = checkpoint["next_obs"].to(device), checkpoint["next_valid"].to(device)
+        own = checkpoint if rank == 0 else checkpoint["ranks"][rank - 1]  # torchrun: this rank's envs and random numbers
+        if own["envs"] is not None:
+            envs.load_state_dict(own["envs"])
+            next_obs, next_valid = own["next_obs"].to(device), own["next_valid"].to(device)
         avg_returns.extend(checkpoint["history"][0])
         avg_scores.extend(checkpoint["history"][1])
         global_step, start_iteration = checkpoint["global_step"], checkpoint["iteration"] + 1
-        set_rng_state(checkpoint["rng"])
-        fresh = "" if checkpoint["envs"] is not None else " with new episodes (this env's state cannot be saved)"
-        print(f"{args.env_id}: resumed at iteration {checkpoint['iteration']}, step {global_step:,}{fresh}", flush=True)
+        set_rng_state(own["rng"])
+        if rank == 0:
+            fresh = "" if checkpoint["envs"] is not None else " with new episodes (this env's state cannot be saved)"
+            print(f"{args.env_id}: resumed at iteration {checkpoint['iteration']}, step {global_step:,}{fresh}", flush=True)
     start_time, start_step = time.time(), global_step
     timer = PhaseTimer(device)
 
     def snapshot(iteration, global_step):
-        """A checkpoint's content: what --resume needs to continue the run after `iteration`."""
+        """A checkpoint's content: what --resume needs to continue the run after `iteration`. Every rank calls it: the
+        envs and random numbers of ranks 1, 2, ... (torchrun) go under "ranks", on the CPU."""
+        def on_cpu(value):  # what travels between ranks travels on the CPU
+            return {key: on_cpu(item) for key, item in value.items()} if isinstance(value, dict) else value.cpu() if torch.is_tensor(value) else value
+
+        own = {"envs": envs.state_dict(), "next_obs": next_obs, "next_valid": next_valid, "rng": rng_state()}
+        others = all_gather(on_cpu(own))[1:]
         return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step,
-                "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "envs": envs.state_dict(),
-                "next_obs": next_obs, "next_valid": next_valid, "history": [list(avg_returns), list(avg_scores)], "rng": rng_state()}
+                "model": agent.state_dict(), "optimizer": optimizer.state_dict(), **own, "history": [list(avg_returns), list(avg_scores)], "ranks": others}
 
     def stop_nonfinite(what):
         """No silent NaN training: keep the last good parameters (this iteration's update stopped before they
         changed) in crash.pt, resumable from this iteration's rollout, and exit non-zero."""
-        path = f"runs/{run_name}/crash.pt"
-        save_checkpoint(path, snapshot(iteration - 1, global_step - args.batch_size))
+        path, state = f"runs/{run_name}/crash.pt", snapshot(iteration - 1, global_step - args.batch_size)
+        if rank == 0:
+            save_checkpoint(path, state)
         writer.close()
         sys.exit(f"{Path(__file__).name}: error: non-finite {what} at iteration {iteration}, step {global_step:,}; the update stopped; last good state: {path}")
 
@@ -645,9 +721,9 @@ def train(args, checkpoint=None):
         # Optimizing the policy and value network
         clipfracs, grad_norms = [], []  # grad_norms: before the clip, to see how often it bites
         for epoch in range(args.update_epochs):
-            b_inds = torch.randperm(args.batch_size, device=device)
-            for start in range(0, args.batch_size, args.minibatch_size):
-                end = start + args.minibatch_size
+            b_inds = torch.randperm(batch_size, device=device)
+            for start in range(0, batch_size, minibatch_size):
+                end = start + minibatch_size
                 mb_inds = b_inds[start:end]
                 mb_valid = b_valid[mb_inds]
                 # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
@@ -690,13 +766,18 @@ def train(args, checkpoint=None):
 
                 optimizer.zero_grad()
                 loss.backward()
+                # torchrun: each rank's loss is its share of the global minibatch's (masked_mean divides by the global
+                # counts), so the sum of the ranks' gradients is the global minibatch's gradient
+                grads = all_sum(*[parameter.grad for parameter in agent.parameters()])
+                for parameter, grad in zip(agent.parameters(), grads):
+                    parameter.grad = grad
                 # PPO: the clip over every parameter
                 grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 # end PPO
                 grad_norms += [grad_norm]
                 bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
                 if bad:
-                    stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // args.minibatch_size})")
+                    stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // minibatch_size})")
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:
@@ -713,6 +794,7 @@ def train(args, checkpoint=None):
             # end PPO
             ended = episode_lengths > 0
             finished = list(zip(episode_returns[ended].tolist(), episode_lengths[ended].tolist(), episode_scores[ended].tolist()))
+            finished = sum(all_gather(finished), [])  # torchrun: every rank's games
         avg_returns.extend(episode_return for episode_return, _, _ in finished)
         avg_scores.extend(score for _, _, score in finished)
 
@@ -735,17 +817,19 @@ def train(args, checkpoint=None):
         writer.add_scalar("charts/SPS", sps, global_step)
         for phase, seconds in timer.totals.items():
             writer.add_scalar(f"perf/{phase}_fraction", seconds / max(timer.total, 1e-9), global_step)
-        if args.progress:
+        if args.progress and rank == 0:
             recent = np.mean(avg_returns) if avg_returns else float("nan")
             eta = (args.num_iterations - iteration) * (time.time() - start_time) / (iteration - start_iteration + 1)
             show_progress(f"{args.env_id}: step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | return {recent:.2f} | ETA {eta:.0f}s", iteration, args.num_iterations)
         timer.lap("log")
         if args.save_interval and (iteration % args.save_interval == 0 or iteration == args.num_iterations):
-            save_checkpoint(f"runs/{run_name}/checkpoint.pt", snapshot(iteration, global_step))
+            state = snapshot(iteration, global_step)  # every rank: it gathers the ranks' envs
+            if rank == 0:
+                save_checkpoint(f"runs/{run_name}/checkpoint.pt", state)
             timer.lap("checkpoint")
 
     writer.close()
-    if args.track:
+    if args.track and rank == 0:
         wandb.finish()
     return {"env": args.env_id, "return": float(np.mean(avg_returns)) if avg_returns else float("nan"), "score": float(np.mean(avg_scores)) if avg_scores else float("nan"), "episodes": len(avg_returns), "steps": global_step, "SPS": int((global_step - start_step) / (time.time() - start_time)), "phases": dict(timer.totals), "run": run_name}
 
@@ -813,5 +897,12 @@ if __name__ == "__main__":
         evaluate(args)
         sys.exit()
     args, checkpoint = resume_args(args) if args.resume else (args, None)
+    if "RANK" in os.environ:  # launched by torchrun: one process per rank, on GPU LOCAL_RANK where there are GPUs
+        if args.cuda and torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+        dist.init_process_group(backend=dist_backend(args))
     result = train(args, checkpoint)
-    print(f"{result['env']}: return {result['return']:.2f} (mean of the last {result['episodes']} games), {result['steps']:,} steps, {result['SPS']:,} SPS")
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    if int(os.environ.get("RANK", 0)) == 0:
+        print(f"{result['env']}: return {result['return']:.2f} (mean of the last {result['episodes']} games), {result['steps']:,} steps, {result['SPS']:,} SPS")

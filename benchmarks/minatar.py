@@ -78,9 +78,11 @@ def append_rows(path, rows, fields):
         writer.writerows(rows)
 
 
-def train(game, arm, seed, steps, runs):
-    """One run to `steps`, continuing its checkpoint where one is there; returns the run folder."""
+def train(game, arm, seed, steps, runs, tag=""):
+    """One run to `steps`, continuing its checkpoint where one is there; returns the run folder. Its --exp-name is
+    the arm's name and `tag` (a screen's patched checkout names its runs so)."""
     script, flags = ARMS[arm]
+    arm += tag
     folder = run_folder(runs, game, arm, seed)
     if folder is not None and (folder / "checkpoint.pt").exists():
         command = [str(ROOT / script), "--resume", str(folder / "checkpoint.pt")]
@@ -121,14 +123,14 @@ def export(folder, game, arm, seed, steps, machine):
 
 def command_run(opts):
     done = {(r["game"], r["arm"], r["seed"]) for r in read_rows(RUNS_CSV)}
-    todo = [(g, a, str(s)) for g in opts.games for a in opts.arms for s in opts.seeds if (g, a, str(s)) not in done]
+    todo = [(g, a, str(s)) for g in opts.games for a in opts.arms for s in opts.seeds if (g, a + opts.tag, str(s)) not in done]
     print(f"minatar.py: {len(todo)} runs to {opts.steps:,} steps, {opts.workers} at once", flush=True)
 
     def one(job):
         game, arm, seed = job
-        folder = train(game, arm, seed, opts.steps, opts.runs)
+        folder = train(game, arm, seed, opts.steps, opts.runs, opts.tag)
         try:
-            row = export(folder, game, arm, seed, opts.steps, opts.machine)
+            row = export(folder, game, arm + opts.tag, seed, opts.steps, opts.machine)
         except ValueError as error:
             return print(error, flush=True)
         print(f"{game} {arm} seed {seed}: {row['final_return']:.2f} at {row['sps']:.0f} SPS", flush=True)
@@ -166,6 +168,7 @@ def command_report(opts):
         finals.setdefault((row["game"], row["arm"]), []).append(float(row["final_return"]))
         sps.setdefault((row["game"], row["arm"]), []).append(float(row["sps"]))
     arms = [arm for arm in ARMS if any(key[1] == arm for key in finals)]
+    arms += sorted({key[1] for key in finals} - set(ARMS))  # screens: an arm's name and a tag
     games = [game for game in GAMES if any(key[0] == game for key in finals)]
     print("| game | " + " | ".join(arms) + " |\n|" + " --- |" * (len(arms) + 1))
     for game in games:
@@ -186,6 +189,11 @@ def command_report(opts):
                 if ref and (game, ref) in finals:
                     d, half = difference_ci95(finals[(game, p3o)], finals[(game, ref)])
                     print(f"{game}: {p3o} - {ref}{' (best PPO)' if ref == best else ''} = {d:+.2f} +- {half:.2f}")
+        for screen in [arm for arm in arms if arm not in ARMS and (game, arm) in finals]:
+            base = max((arm for arm in ARMS if screen.startswith(arm)), key=len)
+            if (game, base) in finals:
+                d, half = difference_ci95(finals[(game, screen)], finals[(game, base)])
+                print(f"{game}: {screen} - {base} = {d:+.2f} +- {half:.2f}")
         if (game, "p3o_h128") in finals and (game, "p3o_h32") in finals and (game, "ppo_0.99") in finals:
             d, half = difference_ci95(finals[(game, "p3o_h128")], finals[(game, "p3o_h32")])
             bar = 0.05 * abs(np.mean(finals[(game, "ppo_0.99")]))
@@ -214,7 +222,8 @@ def plot(games, arms):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colours = {"ppo_0.9": "tab:cyan", "ppo_0.99": "tab:blue", "ppo_0.999": "tab:purple", "p3o_h32": "tab:orange", "p3o_h128": "tab:red"}
+    colours = {arm: f"C{i}" for i, arm in enumerate(arms)}
+    colours |= {"ppo_0.9": "tab:cyan", "ppo_0.99": "tab:blue", "ppo_0.999": "tab:purple", "p3o_h32": "tab:orange", "p3o_h128": "tab:red"}
     curves = {}
     for row in read_rows(CURVES_CSV):
         curves.setdefault((row["game"], row["arm"], row["seed"]), []).append((int(row["step"]), float(row["return"])))
@@ -264,6 +273,7 @@ def main():
     run.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     run.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     run.add_argument("--workers", type=int, default=2)
+    run.add_argument("--tag", default="", help="appended to each arm's name: a screen's runs (research/README.md)")
     sub.add_parser("report")
     for p in sub.choices.values():
         p.add_argument("--results", default=str(RESULTS), help="the folder of the CSVs and figures")

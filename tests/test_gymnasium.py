@@ -81,7 +81,7 @@ def test_a_missing_optional_package_is_named(script, monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_info:
         module.check_args(module.Args(env_id="MinAtar/Asterix-v1"))
     assert exit_info.value.code == 2
-    assert "needs the package 'minatar', which is missing: pip install -r requirements.txt" in capsys.readouterr().err
+    assert "needs the package 'minatar', which is missing" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
