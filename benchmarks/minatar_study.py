@@ -1,9 +1,10 @@
 """MinAtar (Young & Tian 2019): P3O against PPO on the five games, the README's MinAtar table and figures.
 
-    python benchmarks/minatar.py run --arms ppo_0.99 p3o_h128 --seeds 1 2 3 --workers 2      # train, then export
-    python benchmarks/minatar.py run --games Breakout --arms p3o_h32 --seeds 4 --steps 200000
-    python benchmarks/minatar.py export --runs runs                                           # runs trained elsewhere
-    python benchmarks/minatar.py report                                                       # table and figures, no training
+    python benchmarks/minatar_study.py run --arms ppo_0.99 p3o_h128 --seeds 1 2 3 --workers 2      # train, then export
+    python benchmarks/minatar_study.py run --games Breakout --arms p3o_h32 --seeds 4 --steps 200000
+    python benchmarks/minatar_study.py export --runs runs                                           # runs trained elsewhere
+    python benchmarks/minatar_study.py report                                                       # table and figures, no training
+    python benchmarks/minatar_study.py speed --repeats 3                                            # SPS, P3O against PPO, alternating
 
 Every arm runs the same network (the MinAtar paper's, p3o_atari.py's `make_network`), envs, steps and update: the
 PPO configuration of gymnax-blines for MinAtar (64 envs x 128 steps, 8 minibatches x 4 epochs, lr 5e-4, clip 0.2,
@@ -16,7 +17,7 @@ Each finished run is exported: one row in minatar_runs.csv (final return = the m
 the iterations in the last 10% of the steps; SPS; P3O's explained variance and tied offsets at the end), its curve
 in minatar_curves.csv and, for P3O, its last weight curve in minatar_weights.csv. `report` prints the table (mean
 +- 95% CI over seeds), the differences (Welch's 95% CI), the mean PPO-normalised score with a bootstrap CI, and the
-SPS of each arm side by side, and draws minatar_curves.png (five panels) and minatar_weights.png.
+SPS of each arm side by side (runs of one machine), and draws minatar_curves.png (five panels) and minatar_weights.png.
 Time: a 5M-step run takes about 8 minutes on one core of the 2-core CPU (Breakout, Asterix) to about 25
 (SpaceInvaders, whose env is the slowest).
 """
@@ -100,11 +101,11 @@ def export(folder, game, arm, seed, steps, machine):
     """Append one finished run to the three CSVs; returns its row."""
     reached = max([step for _, step, _ in scalars(folder, "charts/SPS")], default=0)
     if reached < steps - 64 * 128:
-        raise ValueError(f"minatar.py: {folder} ended at step {reached:,}, not {steps:,}: resume it first")
+        raise ValueError(f"minatar_study.py: {folder} ended at step {reached:,}, not {steps:,}: resume it first")
     curve = [(step, value) for _, step, value in scalars(folder, "charts/episodic_return")]
     final = [value for step, value in curve if step > 0.9 * steps]
     if not final:
-        raise ValueError(f"minatar.py: {folder} finished no episode in the last 10% of its steps")
+        raise ValueError(f"minatar_study.py: {folder} finished no episode in the last 10% of its steps")
     last = lambda tag: (scalars(folder, tag) or [(0, 0, float("nan"))])[-1][2]  # noqa: E731
     row = {"game": game, "arm": arm, "seed": seed, "steps": reached, "final_return": float(np.mean(final)), "sps": last("charts/SPS"),
            "explained_variance": last("losses/explained_variance"), "tied_offsets": last("charts/tied_offsets"), "machine": machine}
@@ -124,7 +125,7 @@ def export(folder, game, arm, seed, steps, machine):
 def command_run(opts):
     done = {(r["game"], r["arm"], r["seed"]) for r in read_rows(RUNS_CSV)}
     todo = [(g, a, str(s)) for g in opts.games for a in opts.arms for s in opts.seeds if (g, a + opts.tag, str(s)) not in done]
-    print(f"minatar.py: {len(todo)} runs to {opts.steps:,} steps, {opts.workers} at once", flush=True)
+    print(f"minatar_study.py: {len(todo)} runs to {opts.steps:,} steps, {opts.workers} at once", flush=True)
 
     def one(job):
         game, arm, seed = job
@@ -161,8 +162,30 @@ def bootstrap_ci(values_by_game, reference_by_game, rng, samples=10_000):
     return point, np.percentile(draws, 2.5), np.percentile(draws, 97.5)
 
 
+def command_speed(opts):
+    """P3O at H = 128 against PPO at gamma 0.99 on each game, one process at a time, alternating, one torch thread,
+    --steps each; the median SPS of each and their ratio (the table's runs are too far apart in time to compare)."""
+    import re
+    import tempfile
+
+    env = dict(os.environ, OMP_NUM_THREADS="1", **MALLOC_ENV)
+    with tempfile.TemporaryDirectory() as folder:
+        for game in opts.games:
+            sps = {arm: [] for arm in ("ppo_0.99", "p3o_h128")}
+            for _ in range(opts.repeats):
+                for arm in sps:
+                    script, flags = ARMS[arm]
+                    command = [sys.executable, str(ROOT / script), "--env-id", env_id(game), "--total-timesteps", str(opts.steps), *CONFIG, *flags, "--save-interval", "0", "--no-progress"]
+                    output = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, check=True).stdout
+                    sps[arm].append(int(re.findall(r"([\d,]+) SPS", output)[-1].replace(",", "")))
+            ppo, p3o = (float(np.median(sps[arm])) for arm in ("ppo_0.99", "p3o_h128"))
+            print(f"{game}: PPO 0.99 {ppo:,.0f} SPS {sps['ppo_0.99']}, P3O H = 128 {p3o:,.0f} SPS {sps['p3o_h128']}: {p3o / ppo:.2f}x", flush=True)
+
+
 def command_report(opts):
     rows = read_rows(RUNS_CSV)
+    if not rows:
+        raise SystemExit(f"minatar_study.py: no runs in {RUNS_CSV}")
     finals, sps = {}, {}
     for row in rows:
         finals.setdefault((row["game"], row["arm"]), []).append(float(row["final_return"]))
@@ -207,12 +230,12 @@ def command_report(opts):
             point, low, high = bootstrap_ci([np.array(finals[(g, arm)]) for g in both], [np.array(finals[(g, "ppo_0.99")]) for g in both], rng)
             print(f"{arm}: mean PPO(0.99)-normalised score over {len(both)} games {point:.3f} [{low:.3f}, {high:.3f}]")
     print()
-    for game in games:
-        line = ", ".join(f"{arm} {np.mean(sps[(game, arm)]):,.0f}" for arm in arms if (game, arm) in sps)
-        ratio = ""
-        if (game, "p3o_h128") in sps and (game, "ppo_0.99") in sps:
-            ratio = f"; P3O H = 128 / PPO 0.99 = {np.mean(sps[(game, 'p3o_h128')]) / np.mean(sps[(game, 'ppo_0.99')]):.2f}x"
-        print(f"{game} SPS (mean over runs): {line}{ratio}")
+    # SPS side by side: only runs that trained whole on one machine, at the same time (one `run` call), compare
+    for machine in sorted({row["machine"] for row in rows}):
+        for game in games:
+            of = lambda arm: [float(r["sps"]) for r in rows if (r["machine"], r["game"], r["arm"]) == (machine, game, arm)]  # noqa: E731
+            if of("p3o_h128") and of("ppo_0.99"):
+                print(f"{machine}, {game}: SPS P3O H = 128 {np.mean(of('p3o_h128')):,.0f}, PPO 0.99 {np.mean(of('ppo_0.99')):,.0f}: {np.mean(of('p3o_h128')) / np.mean(of('ppo_0.99')):.2f}x")
     plot(games, arms)
 
 
@@ -275,12 +298,16 @@ def main():
     run.add_argument("--workers", type=int, default=2)
     run.add_argument("--tag", default="", help="appended to each arm's name: a screen's runs (research/README.md)")
     sub.add_parser("report")
+    speed = sub.add_parser("speed")
+    speed.add_argument("--games", nargs="+", default=GAMES, choices=GAMES)
+    speed.add_argument("--steps", type=int, default=8192 * 12)
+    speed.add_argument("--repeats", type=int, default=2)
     for p in sub.choices.values():
         p.add_argument("--results", default=str(RESULTS), help="the folder of the CSVs and figures")
     opts = parser.parse_args()
     RESULTS = Path(opts.results)
     RUNS_CSV, CURVES_CSV, WEIGHTS_CSV = RESULTS / "minatar_runs.csv", RESULTS / "minatar_curves.csv", RESULTS / "minatar_weights.csv"
-    {"run": command_run, "export": command_export, "report": command_report}[opts.command](opts)
+    {"run": command_run, "export": command_export, "report": command_report, "speed": command_speed}[opts.command](opts)
 
 
 if __name__ == "__main__":
