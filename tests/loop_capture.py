@@ -224,7 +224,7 @@ def gae(rewards, dones, values, next_value, gamma, lam):
 
 
 def policy_terms(logits, actions, old_logprobs, advantages, valid, clip_coef, norm_adv=True):
-    """PPO's clipped surrogate and the mean entropy of one minibatch, float64: logits [B, A] of the update's forward
+    """PPO's clipped surrogate, the mean entropy and the share of ratios outside the clip range of one minibatch, float64: logits [B, A] of the update's forward
     pass; the rest [B]. The advantages are normalised over the minibatch's valid decisions."""
     log_p = torch.log_softmax(logits.double(), -1).numpy()
     new_logprobs = np.take_along_axis(log_p, actions[:, None], -1)[:, 0]
@@ -237,4 +237,5 @@ def policy_terms(logits, actions, old_logprobs, advantages, valid, clip_coef, no
         adv = (adv - mean) / (std + 1e-8)
     ratio = np.exp(new_logprobs - old_logprobs)
     surrogate = np.maximum(-adv * ratio, -adv * np.clip(ratio, 1 - clip_coef, 1 + clip_coef))
-    return (surrogate * valid).sum() / count, (entropy * valid).sum() / count
+    clipped = (np.abs(ratio - 1) > clip_coef) & (valid > 0)  # where the clip bites (or would, for the other sign)
+    return (surrogate * valid).sum() / count, (entropy * valid).sum() / count, clipped.mean()

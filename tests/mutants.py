@@ -53,6 +53,7 @@ MUTANTS = [
     ("ocean_entropy_bonus_sign", "p3o_ocean.py", "pg_loss - args.ent_coef * entropy_loss", "pg_loss + args.ent_coef * entropy_loss", [P3O_WIRING]),
     ("atari_policy_clip_min", "p3o_atari.py", "torch.max(pg_loss1, pg_loss2)", "torch.min(pg_loss1, pg_loss2)", [P3O_WIRING]),
     ("ocean_lr_anneal_off_by_one", "p3o_ocean.py", "frac = 1.0 - (iteration - 1.0) / args.num_iterations", "frac = 1.0 - iteration / (args.num_iterations + 1)", [P3O_WIRING]),
+    ("atari_clock_table_never_steps", "p3o_atari.py", "if agent.clock_table is not None:\n", "if agent.clock_table is None:\n", [PARITY]),
     # PPO
     ("ppo_gae_gamma_lambda_swapped", "ppo_baseline.py", "args.gamma, args.gae_lambda)", "args.gae_lambda, args.gamma)", [PPO_WIRING]),
     ("ppo_gae_done_mask_dropped", "ppo_baseline.py", "delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]", "delta = rewards[t] + gamma * nextvalues - values[t]", [PPO_WIRING]),

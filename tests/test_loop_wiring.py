@@ -19,7 +19,9 @@ from advantage_impls import reference_advantage
 from loop_capture import Capture, centred_by_clock, gae, policy_terms, table_rows, tie_z, value_windows
 
 T, N, H = 64, 16, 64
-SMALL = dict(num_envs=N, num_steps=T, num_minibatches=2, update_epochs=2, progress=False, save_interval=0, learning_rate=3e-3, seed=1)
+# lr 1e-2 and clip_coef 0.01: a share of the ratios leaves the clip range within two epochs, so the clipped surrogate differs from
+# the plain one (at 0.1 none does, and a min for the max goes unseen)
+SMALL = dict(num_envs=N, num_steps=T, num_minibatches=2, update_epochs=2, progress=False, save_interval=0, learning_rate=1e-2, seed=1, clip_coef=0.01)
 P3O_SCRIPTS = {"p3o_ocean.py": (p3o_ocean, ""), "p3o_atari.py": (p3o_atari, "ocean/")}
 # squared: episodes of 1 to 14 steps ending at random times, so windows end everywhere; with K = 8 some far targets
 # bootstrap from mu[t + K], the clock spans 0 .. 13 and the tail is read. delay: 66-step episodes that all envs share,
@@ -89,12 +91,13 @@ def test_p3o_loop_computes_each_quantity_as_the_algorithm_says(script, env_name,
     clock_steps = capture.calls["clock_step"][-epochs * 2 :]
     flat = lambda x: x.reshape(N * T, *x.shape[2:])
     offsets = np.arange(H)
-    logged = {}
+    logged, clipped = {}, []
     for index, ((actor, critic), loss, clock_step) in enumerate(zip(updates, capture.losses[-epochs * 2 :], clock_steps)):
         epoch, minibatch = divmod(index, 2)
         inds = perms[epoch][minibatch * M : (minibatch + 1) * M].numpy()
         v = inds[:value_rows]
-        pg, entropy = policy_terms(actor["logits"], flat(r["actions"])[inds], flat(r["logprobs"])[inds], flat(expected_advantages)[inds], flat(valid)[inds], args.clip_coef)
+        pg, entropy, clipfrac = policy_terms(actor["logits"], flat(r["actions"])[inds], flat(r["logprobs"])[inds], flat(expected_advantages)[inds], flat(valid)[inds], args.clip_coef)
+        clipped.append(clipfrac)
         # The Gaussian NLL of each kept (decision, offset) pair, over the pairs inside the episodes
         mu_now = critic["out"].double().numpy() + table_rows(critic["table"], flat(clocks)[v])
         kept = offsets[None, :] < flat(window)[v][:, None]
@@ -125,6 +128,7 @@ def test_p3o_loop_computes_each_quantity_as_the_algorithm_says(script, env_name,
         expected_table += 0.1 * table_sums / (table_counts + 64.0)
         close(clock_step["after"][0], expected_table, "the clock table after its step", rtol=1e-5, atol=1e-7)
         assert torch.equal(table, critic["table"])  # the step acts on the agent's own table, which mu reads next
+    assert max(clipped) > 0.05, clipped  # the clip bites: the clipped surrogate is not the plain one
     for tag, value in logged.items():  # the last minibatch's terms, as the run logged them
         close(capture.scalars[f"losses/{tag}"][-1][1], value, tag, rtol=2e-4, atol=2e-5)
     close(capture.scalars["losses/window_var"][-1][1], window_var, "window_var", rtol=1e-4, atol=1e-6)
@@ -149,17 +153,21 @@ def test_ppo_loop_computes_gae_and_its_losses_as_the_paper_says(clip_vloss, tmp_
     returns = advantages + values
     perms = [p for p in capture.perms if len(p) == N * T][-epochs:]
     flat = lambda x: x.reshape(N * T, *x.shape[2:])
+    clipped, value_clipped = [], []
     for index, ((actor, critic), loss) in enumerate(zip(capture.update_calls(2, epochs * 2), capture.losses[-epochs * 2 :])):
         epoch, minibatch = divmod(index, 2)
         inds = perms[epoch][minibatch * M : (minibatch + 1) * M].numpy()
         valid = flat(r["valid"])[inds]
-        pg, entropy = policy_terms(actor["logits"], flat(r["actions"])[inds], flat(r["logprobs"])[inds], flat(advantages)[inds], valid, args.clip_coef)
+        pg, entropy, clipfrac = policy_terms(actor["logits"], flat(r["actions"])[inds], flat(r["logprobs"])[inds], flat(advantages)[inds], valid, args.clip_coef)
+        clipped.append(clipfrac)
         new, old, target = critic["out"].double().numpy()[:, 0], flat(values)[inds], flat(returns)[inds]
         squared = (new - target) ** 2
+        value_clipped.append((np.abs(new - old) > args.clip_coef).mean())
         if clip_vloss:
             squared = np.maximum(squared, (old + np.clip(new - old, -args.clip_coef, args.clip_coef) - target) ** 2)
         v_loss = 0.5 * (squared * valid).sum() / valid.sum()
         close(loss, pg - args.ent_coef * entropy + args.vf_coef * v_loss, f"loss of epoch {epoch}, minibatch {minibatch}", rtol=2e-4, atol=2e-5)
+    assert max(clipped) > 0.05 and max(value_clipped) > 0.05, (clipped, value_clipped)  # both clips bite
     close(capture.scalars["losses/value_loss"][-1][1], v_loss, "the logged value loss", rtol=2e-4, atol=2e-5)
     close(capture.scalars["losses/policy_loss"][-1][1], pg, "the logged policy loss", rtol=2e-4, atol=2e-5)
 
