@@ -5,6 +5,7 @@ starts, so the list cannot rot silently (tests/test_mutants_list.py checks that 
 
     python tests/mutants.py                   # the unmutated copy first (its tests must pass), then every mutant
     python tests/mutants.py --only NAME ...   # some of them
+    python tests/mutants.py --only NAME --tests tests/test_x.py   # which other tests catch it
     python tests/mutants.py --jobs 2 --no-baseline --list
 
 Exit status 0 when every mutant is caught, 1 when one survives (or the baseline fails). Not collected by pytest and
@@ -133,6 +134,7 @@ def main():
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (each runs its own pytest)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds for one mutant's tests")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of the tests")
+    parser.add_argument("--tests", nargs="+", default=None, help="run these tests (files or node ids) for every mutant instead of its own")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     options = parser.parse_args()
 
@@ -140,6 +142,8 @@ def main():
     if problems:
         sys.exit("mutants.py: the list does not match the checkout:\n  " + "\n  ".join(problems))
     mutants = MUTANTS if options.only is None else [m for m in MUTANTS if m[0] in options.only]
+    if options.tests:
+        mutants = [(name, file, old, new, options.tests) for name, file, old, new, _ in mutants]
     unknown = set(options.only or ()) - {m[0] for m in MUTANTS}
     if unknown:
         sys.exit(f"mutants.py: no mutant named {', '.join(sorted(unknown))}")
