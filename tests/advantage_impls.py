@@ -104,3 +104,31 @@ def done_at_every_position(T=9, H=6, seed=0):
     for n in range(T):
         terminals[n, n] = 1.0
     return (torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.1, torch.randn(N, H, generator=g))
+
+
+GRID_LAUNCHER = """
+#include "host_shim.h"
+#include "advantage.cu"
+extern "C" void launch_grid(const float* rewards, const float* terminals, const float* mu, const float* sigma,
+                            const float* tail_mu, const float* keep, int T, int N, int H, int K, float* near, float* far,
+                            unsigned grid, unsigned block) {
+    SHIM_LAUNCH(p3o_advantage, grid, block, rewards, terminals, mu, sigma, tail_mu, keep, T, N, H, K, near, far);
+}
+"""
+
+
+@lru_cache(maxsize=None)
+def host_kernel_from_source(source):
+    """A kernel source text (as kernels/advantage.py reads it) built by g++ for the CPU, launched with the grid and
+    block the caller gives: a stand-in for CuPy's RawKernel behind the same wrapper."""
+    build = Path(tempfile.mkdtemp(prefix="p3o_kernel_grid_"))
+    (build / "advantage.cu").write_text(source)
+    (build / "launch.cpp").write_text(GRID_LAUNCHER)
+    library = build / "advantage_grid.so"
+    command = ["g++", "-O1", "-std=c++17", "-shared", "-fPIC", f"-I{build}", f"-I{KERNEL.parent}", str(build / "launch.cpp"), "-o", str(library)]
+    subprocess.run(command, check=True, capture_output=True, text=True)
+    lib = ctypes.CDLL(str(library))
+    pointer, i32, u32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
+    lib.launch_grid.argtypes = [pointer] * 6 + [i32, i32, i32, i32, pointer, pointer, u32, u32]
+    lib.launch_grid.restype = None
+    return lib

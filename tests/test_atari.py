@@ -202,9 +202,32 @@ def test_ocean_options_and_scores(script, tmp_path, monkeypatch):
         envs = module.make_envs(module.Args(env_id=f"ocean/{name}", num_envs=2, **options), torch.device("cpu"))
         assert getattr(envs, attribute) == expected
     monkeypatch.chdir(tmp_path)
+    episodes = []  # (return, score) of every episode the env ended, in the order the loop reads them
+    make_envs = module.make_envs
+
+    def recording_envs(args, device):
+        envs = make_envs(args, device)
+        step = envs.step
+
+        def recording_step(action):
+            obs, reward, terminated, truncated, info = step(action)
+            ended = info["episode_length"] > 0
+            episodes.extend(zip(info["episode_return"][ended].tolist(), info["score"][ended].tolist()))
+            return obs, reward, terminated, truncated, info
+
+        envs.step = recording_step
+        return envs
+
+    monkeypatch.setattr(module, "make_envs", recording_envs)
     args = module.Args(env_id="ocean/delay", delay=2, num_envs=16, num_steps=66, num_minibatches=2, update_epochs=1, total_timesteps=16 * 66 * 2, progress=False)
     result = module.train(args)
-    assert 0.0 <= result["score"] <= 1.0 and result["return"] > 1.0, result  # random play: ~32 of 64 correct
+    assert len(episodes) == 32 and result["episodes"] == 20
+    # delay pays 1 a correct decision (64 scored), and scores max(0, 2 accuracy - 1): random play ~32 correct
+    for episode_return, score in episodes:
+        assert score == pytest.approx(max(0.0, 2 * episode_return / 64 - 1), abs=1e-6), (episode_return, score)
+    assert any(score > 0 for _, score in episodes) and any(score == 0 for _, score in episodes)
+    # the run reports the last 20 episodes' mean return and mean score, each its own
+    assert result["return"] == pytest.approx(np.mean([r for r, _ in episodes[-20:]])) and result["score"] == pytest.approx(np.mean([s for _, s in episodes[-20:]])), result
 
 
 def test_both_p3o_scripts_share_one_default():
@@ -258,7 +281,9 @@ def test_smoke_run_on_breakout(script, tmp_path):
     # It plays whole games through EnvPool: --eval-checkpoint.
     assert checkpoint["iteration"] == 4 and checkpoint["envs"] is None  # EnvPool's emulators are not saved
     result = module.evaluate(module.Args(eval_checkpoint=str(run_dir / "checkpoint.pt"), eval_episodes=2, eval_greedy=False))
-    assert result["episodes"] == 2 and result["env"] == "Breakout-v5" and result["return"] >= 0.0
+    assert result["episodes"] == 2 and result["env"] == "Breakout-v5"
+    # two whole games' raw scores (bricks are worth whole points), and a game's score is its return
+    assert (2 * result["return"]).is_integer() and result["score"] == result["return"] and result["return_std"] == result["score_std"], result
     heads = 32 if script == "p3o_atari.py" else 1
     assert agent.critic.out_features == heads
 

@@ -47,10 +47,24 @@ def test_autoreset_steps_are_masked(tmp_path, monkeypatch):
             seen["advantages"] = tensors["advantages"].clone()
         return original_check(**tensors)
 
+    perms, value_pairs = [], []
+    randperm, step_clock_table = torch.randperm, p3o_ocean.step_clock_table
+
+    def randperm_spy(n, *args, **kwargs):  # the minibatches' order, to tell which decisions the value loss read
+        perms.append(randperm(n, *args, **kwargs))
+        return perms[-1]
+
+    def clock_step_spy(table, clocks, residual, kept):  # the value loss's kept (decision, offset) pairs
+        value_pairs.append((kept.clone(), residual.clone()))
+        return step_clock_table(table, clocks, residual, kept)
+
     monkeypatch.setitem(p3o_ocean.OCEAN_ENVS, "bandit", NextStepResetBandit)
     monkeypatch.setattr(p3o_ocean, "p3o_advantage", spy)
     monkeypatch.setattr(p3o_ocean, "first_nonfinite", check_spy)
-    result = train(Args(env_id="bandit", num_envs=8, num_steps=16, num_minibatches=2, total_timesteps=128, progress=False))
+    monkeypatch.setattr(torch, "randperm", randperm_spy)
+    monkeypatch.setattr(p3o_ocean, "step_clock_table", clock_step_spy)
+    args = Args(env_id="bandit", num_envs=8, num_steps=16, num_minibatches=2, update_epochs=2, total_timesteps=128, progress=False)
+    result = train(args)
     # Decisions and autoreset steps alternate: even steps end an episode, odd steps are the resets. The advantage of
     # every reset step was zeroed. A decision's window holds its own reward, then its episode's zeros, and in this
     # one-iteration run the value head is still at its zero start (mu = 0), so each decision's advantage is exactly
@@ -61,6 +75,33 @@ def test_autoreset_steps_are_masked(tmp_path, monkeypatch):
     assert (advantages[1::2] == 0).all()
     assert torch.equal(advantages[0::2], rewards[0::2]) and rewards[0::2].any() and not rewards[0::2].all()
     assert result["steps"] == 128
+    # No value targets either: of the decisions the value loss read in each minibatch (the first half of its random
+    # order), a reset step keeps no (decision, offset) pair, a decision keeps all H (its own reward, then its
+    # episode's known zeros), and the residuals are 0 outside the kept pairs.
+    perms = [p for p in perms if len(p) == 128]
+    assert len(perms) == 2 and len(value_pairs) == 4
+    for index, (kept, residual) in enumerate(value_pairs):
+        epoch, minibatch = divmod(index, 2)
+        rows = perms[epoch][minibatch * 64 : minibatch * 64 + 32]
+        reset = (rows // 8) % 2 == 1  # the flattened batch is [T, N]: step t = index // N
+        assert reset.any() and (~reset).any()
+        assert not kept[reset].any() and kept[~reset].all() and not residual[~kept].any()
+
+
+def test_autoreset_steps_are_masked_out_of_every_loss(tmp_path, monkeypatch):
+    """As test_atari.py's for p3o_atari.py and ppo_baseline.py: garbage in the observations only autoreset steps see
+    must not change one trained parameter (no policy, entropy, value or window loss, no advantage normalisation, no
+    clock table reads them); the control, the same garbage in the decisions' observations, does change them."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(p3o_ocean.OCEAN_ENVS, "bandit", NextStepResetBandit)
+    trained = {}
+    for poison in (None, "terminal", "decision"):
+        monkeypatch.setattr(NextStepResetBandit, "poison", poison)
+        result = train(Args(env_id="bandit", num_envs=8, num_steps=16, num_minibatches=2, update_epochs=2, total_timesteps=256, learning_rate=1e-2, horizon=8, progress=False))
+        trained[poison] = torch.load(tmp_path / "runs" / result["run"] / "checkpoint.pt", weights_only=True)["model"]
+    for name, value in trained[None].items():
+        assert torch.equal(value, trained["terminal"][name]), name
+    assert any(not torch.equal(value, trained["decision"][name]) for name, value in trained[None].items())
 
 
 def spy_on_the_advantages_sigma(monkeypatch):
@@ -86,6 +127,9 @@ def test_p3o_md_advantage_reads_the_learned_sigma(tmp_path, monkeypatch):
     assert len(seen) == 2 and torch.equal(seen[0], torch.ones(8))
     moved = (seen[1] - 1).abs()
     assert 0 < moved.max() <= 4 * args.learning_rate * 1.05  # 2 minibatches x 2 epochs, each Adam step about lr at most
+    # and the way the likelihood pulls: delay's rewards are 0 or 1 and mu starts at 0, so every offset's mean squared
+    # residual is under sigma^2 = 1, and every sigma shrinks (Adam bounds the step for either sign of the gradient)
+    assert (seen[1] < 1).all(), seen[1]
 
 
 @pytest.mark.parametrize("coef", [0.0, 2.5])

@@ -1,0 +1,83 @@
+"""kernels/advantage.py's own logic on the CPU: load_cuda_advantage behind a stand-in CuPy whose RawKernel is the
+kernel's source built by g++ (tests/advantage_impls.py) and launched with the grid and block the wrapper asks for.
+So K's clamp, the default keep, the float32 copies, the output buffers and the launch grid run in CI, against the
+float64 reference of docs/algorithm.md."""
+import contextlib
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import kernels.advantage
+from advantage_impls import KERNEL, host_kernel_from_source, reference_advantage
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    """A CuPy stand-in on the CPU; returns the record of what the wrapper asked of it."""
+    record = {"kernels": [], "launches": []}
+
+    class RawKernel:
+        def __init__(self, source, name):
+            self.source, self.name, self.library = source, name, None
+            record["kernels"].append(self)
+
+        def compile(self):
+            self.library = host_kernel_from_source(self.source)
+
+        def __call__(self, grid, block, args):
+            assert self.library is not None, "launched before compile()"
+            record["launches"].append((tuple(grid), tuple(block)))
+            *inputs, T, N, H, K, near, far = args
+            for x in (*inputs, near, far):
+                assert x.dtype == torch.float32 and x.is_contiguous()
+            assert all(isinstance(x, np.int32) for x in (T, N, H, K))
+            self.library.launch_grid(*[x.data_ptr() for x in inputs], int(T), int(N), int(H), int(K), near.data_ptr(), far.data_ptr(), grid[0], block[0])
+
+    cupy = types.SimpleNamespace(RawKernel=RawKernel, from_dlpack=lambda x: x,
+                                 cuda=types.SimpleNamespace(Stream=types.SimpleNamespace(from_external=lambda stream: contextlib.nullcontext())))
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
+    return record
+
+
+def inputs(T, N, H, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    terminals = (torch.rand(T, N, generator=g) < 0.15).float()
+    return (torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.2, torch.randn(N, H, generator=g))
+
+
+@pytest.mark.parametrize("after", [None, 4, 12, 40])
+@pytest.mark.parametrize("with_keep", [False, True])
+def test_the_wrapper_computes_the_reference_advantage(fake_cupy, after, with_keep):
+    """T x N = 315 decisions: two blocks of 256 threads, the second partly out of range; K past H is clamped to H."""
+    T, N, H = 7, 45, 12
+    x = inputs(T, N, H)
+    keep = (torch.arange(H) % 3 == 0).float() if with_keep else None
+    advantage = kernels.advantage.load_cuda_advantage()
+    (kernel,) = fake_cupy["kernels"]
+    assert kernel.name == "p3o_advantage" and kernel.source == KERNEL.read_text() and kernel.library is not None  # compiled at load
+    parts = advantage(*x, after, keep)
+    assert parts.shape == (2, T, N) and parts.dtype == torch.float32
+    expected = reference_advantage(*x, after, keep)
+    torch.testing.assert_close(parts.double(), expected, atol=1e-5, rtol=1e-5)
+    assert fake_cupy["launches"] == [((2,), (256,))]
+    if after is not None and after < H:
+        assert expected[1].abs().max() > 0.1  # a far part to get right
+        if not with_keep:  # the default keep: no offset keeps its rewards, so the keep-all answer differs
+            assert not torch.allclose(parts.double(), reference_advantage(*x, after, torch.ones(H)), atol=1e-3)
+
+
+def test_the_wrapper_reads_other_dtypes_and_strides(fake_cupy):
+    """float64 and non-contiguous inputs are copied to contiguous float32 before the launch; one block where T x N
+    fits in it."""
+    T, N, H = 5, 9, 6
+    rewards, terminals, mu, sigma, tail_mu = inputs(T, N, H, seed=3)
+    advantage = kernels.advantage.load_cuda_advantage()
+    strided_mu = mu.transpose(0, 1).contiguous().transpose(0, 1)  # same values, other strides
+    parts = advantage(rewards.double(), terminals.double(), strided_mu, sigma.double(), tail_mu, 3)
+    torch.testing.assert_close(parts.double(), reference_advantage(rewards, terminals, mu, sigma, tail_mu, 3), atol=1e-5, rtol=1e-5)
+    assert fake_cupy["launches"] == [((1,), (256,))]
