@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # MinAtar runs of benchmarks/minatar_study.py on a lent GPU machine's 16 host cores: one process a run, one torch thread,
 # on the CPU (CUDA hidden: the MinAtar network is too small for a shared GPU to help). Runs still going after
-# LIMIT_S seconds are stopped; their checkpoints (every 5 iterations) come back with their TensorBoard events in
-# $OUT/runs.tgz, and the finished runs' rows in $OUT/results/. Needs .whl carried (benchmarks/gpu_wheels.sh).
+# LIMIT_S seconds are stopped; their checkpoints (every 5 iterations) come back in $OUT/checkpoints_*.tgz and their
+# TensorBoard events in $OUT/events.tgz; the finished runs' rows are in $OUT/results/. Needs .whl carried (benchmarks/gpu_wheels.sh).
 #
 #     bash benchmarks/gpu_minatar.sh LIMIT_S STEPS WORKERS "GAMES" "ARMS" "SEEDS"
 #     bash benchmarks/gpu_minatar.sh 20 16384 4 "Breakout" "ppo_0.99 p3o_h128" "1 2" --smoke   # here, to try it
 #
-# Here afterwards: tar xzf FILES_AT/runs.tgz; python benchmarks/minatar_study.py run ... resumes the stopped runs from
+# Here afterwards: tar xzf each of FILES_AT/*.tgz; python benchmarks/minatar_study.py run ... resumes the stopped runs from
 # their checkpoints and exports them (the finished ones: python benchmarks/minatar_study.py export --machine h100-host).
 set -u
 : "${OUT:?run on the device machine, where \$OUT is set}"
@@ -26,4 +26,10 @@ timeout "$limit" python3 benchmarks/minatar_study.py run --steps "$steps" --work
 pkill -f benchmarks/flushing.py
 sleep 3
 tail -qn 2 runs/*.log
-tar czf "$OUT/runs.tgz" runs/*.log runs/MinAtar_*/
+# At most 8 files come back from a call, each a few MB: the events in one archive, the checkpoints in four.
+tar czf "$OUT/events.tgz" runs/*.log runs/MinAtar_*/events*
+folders=(runs/MinAtar_*/)
+for part in 0 1 2 3; do
+  files=$(for i in "${!folders[@]}"; do [ $((i % 4)) = $part ] && echo "${folders[$i]}checkpoint.pt"; done)
+  [ -z "$files" ] || tar czf "$OUT/checkpoints_$part.tgz" $files
+done
