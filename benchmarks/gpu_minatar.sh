@@ -20,10 +20,15 @@ export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=
 nproc
 python3 -c "import torch, gymnasium, minatar, tyro; print('torch', torch.__version__, 'gymnasium', gymnasium.__version__)"
 mkdir -p runs "$OUT/results"
+# The runs in a process group of their own, so the time limit stops them all and nothing else on the machine.
 # shellcheck disable=SC2086
-timeout "$limit" python3 benchmarks/minatar_study.py run --steps "$steps" --workers "$workers" --games $games --arms $arms --seeds $seeds \
-  --machine "$(hostname)-cpu" --results "$OUT/results"
-pkill -f benchmarks/flushing.py
+setsid python3 benchmarks/minatar_study.py run --steps "$steps" --workers "$workers" --games $games --arms $arms --seeds $seeds \
+  --machine "$(hostname)-cpu" --results "$OUT/results" &
+group=$!
+(sleep "$limit"; kill -- -"$group" 2>/dev/null) &
+timer=$!
+wait "$group"
+kill "$timer" 2>/dev/null
 sleep 3
 tail -qn 2 runs/*.log
 # At most 8 files come back from a call, each a few MB: the events in one archive, the checkpoints in four.
