@@ -79,7 +79,7 @@ def append_rows(path, rows, fields):
         writer.writerows(rows)
 
 
-def train(game, arm, seed, steps, runs, tag=""):
+def train(game, arm, seed, steps, runs, tag="", extra=()):
     """One run to `steps`, continuing its checkpoint where one is there; returns the run folder. Its --exp-name is
     the arm's name and `tag` (a screen's patched checkout names its runs so)."""
     script, flags = ARMS[arm]
@@ -88,7 +88,7 @@ def train(game, arm, seed, steps, runs, tag=""):
     if folder is not None and (folder / "checkpoint.pt").exists():
         command = [str(ROOT / script), "--resume", str(folder / "checkpoint.pt")]
     else:
-        command = [str(ROOT / script), "--env-id", env_id(game), "--exp-name", arm, "--seed", str(seed), "--total-timesteps", str(steps), *CONFIG, *flags]
+        command = [str(ROOT / script), "--env-id", env_id(game), "--exp-name", arm, "--seed", str(seed), "--total-timesteps", str(steps), *CONFIG, *flags, *extra]
     env = dict(os.environ, OMP_NUM_THREADS="1", **MALLOC_ENV)
     log = Path(runs) / f"{game}_{arm}_s{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -129,7 +129,7 @@ def command_run(opts):
 
     def one(job):
         game, arm, seed = job
-        folder = train(game, arm, seed, opts.steps, opts.runs, opts.tag)
+        folder = train(game, arm, seed, opts.steps, opts.runs, opts.tag, opts.flags.split())
         try:
             row = export(folder, game, arm + opts.tag, seed, opts.steps, opts.machine)
         except ValueError as error:
@@ -297,6 +297,7 @@ def main():
     run.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     run.add_argument("--workers", type=int, default=2)
     run.add_argument("--tag", default="", help="appended to each arm's name: a screen's runs (research/README.md)")
+    run.add_argument("--flags", default="", help="more flags for every run, a screen's (with --tag): --flags='--bootstrap-after 8'")
     sub.add_parser("report")
     speed = sub.add_parser("speed")
     speed.add_argument("--games", nargs="+", default=GAMES, choices=GAMES)

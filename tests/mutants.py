@@ -26,6 +26,7 @@ P3O_WIRING = f"{WIRING}::test_p3o_loop_computes_each_quantity_as_the_algorithm_s
 PPO_WIRING = f"{WIRING}::test_ppo_loop_computes_gae_and_its_losses_as_the_paper_says"
 PARITY = f"{WIRING}::test_the_atari_loop_on_an_ocean_env_ends_where_the_ocean_loop_does"
 EVAL = "tests/test_checkpoints.py::test_eval_plays_the_checkpoints_policy"
+GYMNASIUM = "tests/test_gymnasium.py"
 EVAL_CLI = "tests/test_checkpoints.py::test_eval_plays_the_checkpoints_policy_from_the_command_line"
 OCEAN_POISON = "tests/test_training.py::test_autoreset_steps_are_masked_out_of_every_loss"
 OCEAN_MASKED = "tests/test_training.py::test_autoreset_steps_are_masked"
@@ -66,6 +67,10 @@ MUTANTS = [
     ("ppo_evaluate_ignores_the_weights", "ppo_baseline.py", 'agent.load_state_dict(checkpoint["model"])\n    returns = torch.full(', 'returns = torch.full(', [EVAL, EVAL_CLI]),
     # the CuPy wrapper
     ("kernel_wrapper_grid_rounds_down", "kernels/advantage.py", "(T * N + threads - 1) // threads", "(T * N) // threads", [KERNEL_WRAPPER]),
+    # the Gymnasium path of the Atari pair
+    ("gymnasium_reset_step_counted", "ppo_baseline.py", "self.episode_length += ~self.resetting  # reset steps are not decisions\n        done = terminated | truncated", "self.episode_length += 1\n        done = terminated | truncated", [GYMNASIUM]),
+    ("gymnasium_grid_not_channels_first", "p3o_atari.py", "obs = np.moveaxis(obs, -1, 1) if obs.ndim == 4 else obs", "obs = obs", [GYMNASIUM]),
+    ("gymnasium_minatar_network_width", "p3o_atari.py", "(obs_shape[2] - 2), 128)),\n            nn.ReLU(),\n        ), 128, 1.0", "(obs_shape[2] - 2), 64)),\n            nn.ReLU(),\n        ), 64, 1.0", [GYMNASIUM]),
     ("kernel_wrapper_default_keep_all", "kernels/advantage.py", "torch.zeros(H, device=mu.device) if keep is None", "torch.ones(H, device=mu.device) if keep is None", [KERNEL_WRAPPER]),
 ]
 
