@@ -18,8 +18,8 @@ the iterations in the last 10% of the steps; SPS; P3O's explained variance and t
 in minatar_curves.csv and, for P3O, its last weight curve in minatar_weights.csv. `report` prints the table (mean
 +- 95% CI over seeds), the differences (Welch's 95% CI), the mean PPO-normalised score with a bootstrap CI, and the
 SPS of each arm side by side (runs of one machine), and draws minatar_curves.png (five panels) and minatar_weights.png.
-Time: a 5M-step run takes about 8 minutes on one core of the 2-core CPU (Breakout, Asterix) to about 25
-(SpaceInvaders, whose env is the slowest).
+Time: a 5M-step run takes 6 to 8 minutes on one core of the 2-core CPU with nothing else running (10k to 14k SPS,
+`speed`), about 9 on a lent H100 machine's host cores sixteen at once; `speed` takes about 5 minutes.
 """
 import argparse
 import csv
