@@ -572,7 +572,8 @@ def train(args, checkpoint=None):
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = max(1, args.total_timesteps // args.batch_size)
-    # torchrun (data parallel, as nanoGPT's train.py): rank r steps num_envs / world_size of the envs, seeded seed + r,
+    # torchrun (data parallel, as nanoGPT's train.py): rank r steps num_envs / world_size of the envs, seeded from seed + r x
+    # that share (EnvPool and Gymnasium seed env i with seed + i, so no two ranks' envs share a seed),
     # and its minibatch i is its share of the global minibatch i: every statistic and the gradient are summed over
     # the ranks (all_sum). Rank 0 alone logs, prints and saves. A plain run is rank 0 of 1.
     rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
@@ -596,7 +597,7 @@ def train(args, checkpoint=None):
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
     # env setup
-    envs = make_envs(replace(args, num_envs=num_envs, seed=args.seed + rank), device)
+    envs = make_envs(replace(args, num_envs=num_envs, seed=args.seed + rank * num_envs), device)
     next_obs = envs.reset()
     obs_shape = tuple(next_obs.shape[1:])
     if rank == 0:

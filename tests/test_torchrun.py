@@ -54,7 +54,7 @@ def test_one_model_on_every_rank(launch):
     for name, value in checkpoint["model"].items():
         assert torch.equal(value, ranks[0]["model"][name]), name
     assert checkpoint["global_step"] == 128 * 6 and len(checkpoint["ranks"]) == 1
-    assert not torch.equal(checkpoint["next_obs"], checkpoint["ranks"][0]["next_obs"])  # each rank its own envs (seed + rank)
+    assert not torch.equal(checkpoint["next_obs"], checkpoint["ranks"][0]["next_obs"])  # each rank its own envs (seeded from seed + rank x its envs)
     assert run.stdout.count("ocean/delay: return") == 1 and run.stdout.count("advantage: PyTorch twin") == 1
     assert len(list((out / "runs").iterdir())) == 1
     assert len(checkpoint["history"][0]) == 8  # 2 x 4 envs x 96 steps: 8 games of 68 steps ended, 4 on each rank
