@@ -134,6 +134,18 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
+def end_episodes(envs, reward, ended):
+    """Count one step of each env into its running episode (its raw reward, and a decision unless it is a reset step),
+    and return the return and length of the episodes that `ended` there (zeros elsewhere), which then start afresh."""
+    envs.episode_return += reward
+    envs.episode_length += ~envs.resetting  # reset steps are not decisions
+    episode_return = np.where(ended, envs.episode_return, 0.0).astype(np.float32)
+    episode_length = np.where(ended, envs.episode_length, 0)
+    envs.episode_return[ended] = 0
+    envs.episode_length[ended] = 0
+    return episode_return, episode_length
+
+
 class AtariEnvs:
     """EnvPool's Atari in the Ocean envs' interface: torch tensors on the model's device in and out, and the
     statistics of whole games. Training episodes end at each lost life (`episodic_life`) and see clipped
@@ -165,13 +177,8 @@ class AtariEnvs:
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.envs.step(action.cpu().numpy())
-        self.episode_return += info["reward"]  # the raw score, not the clipped reward
-        self.episode_length += ~self.resetting  # reset steps are not decisions
-        game_over = info["terminated"].astype(bool) | truncated
-        episode_return = np.where(game_over, self.episode_return, 0.0).astype(np.float32)
-        episode_length = np.where(game_over, self.episode_length, 0)
-        self.episode_return[game_over] = 0
-        self.episode_length[game_over] = 0
+        # the raw score, not the clipped reward; a game ends at a game over or a truncation, not at each lost life
+        episode_return, episode_length = end_episodes(self, info["reward"], info["terminated"].astype(bool) | truncated)
         self.resetting = terminated | truncated
         obs, reward, terminated, truncated, episode_return, episode_length = (
             torch.from_numpy(x).to(self.device) for x in (obs, reward.astype(np.float32), terminated, truncated, episode_return, episode_length)
@@ -220,14 +227,8 @@ class GymnasiumEnvs:
     def step(self, action):
         obs, reward, terminated, truncated, _ = self.envs.step(action.cpu().numpy())
         reward = reward.astype(np.float32)
-        self.episode_return += reward
-        self.episode_length += ~self.resetting  # reset steps are not decisions
-        done = terminated | truncated
-        episode_return = np.where(done, self.episode_return, 0.0).astype(np.float32)
-        episode_length = np.where(done, self.episode_length, 0)
-        self.episode_return[done] = 0
-        self.episode_length[done] = 0
-        self.resetting = done
+        episode_return, episode_length = end_episodes(self, reward, terminated | truncated)
+        self.resetting = terminated | truncated
         reward, terminated, truncated, episode_return, episode_length = (
             torch.from_numpy(x).to(self.device) for x in (reward, terminated, truncated, episode_return, episode_length)
         )

@@ -68,7 +68,7 @@ MUTANTS = [
     # the CuPy wrapper
     ("kernel_wrapper_grid_rounds_down", "kernels/advantage.py", "(T * N + threads - 1) // threads", "(T * N) // threads", [KERNEL_WRAPPER]),
     # the Gymnasium path of the Atari pair
-    ("gymnasium_reset_step_counted", "ppo_baseline.py", "self.episode_length += ~self.resetting  # reset steps are not decisions\n        done = terminated | truncated", "self.episode_length += 1\n        done = terminated | truncated", [GYMNASIUM]),
+    ("reset_step_counted_as_a_decision", "ppo_baseline.py", "envs.episode_length += ~envs.resetting", "envs.episode_length += 1", [GYMNASIUM, "tests/test_atari.py::test_atari_envs_report_whole_games_in_raw_score"]),
     ("gymnasium_grid_not_channels_first", "p3o_atari.py", "obs = np.moveaxis(obs, -1, 1) if obs.ndim == 4 else obs", "obs = obs", [GYMNASIUM]),
     ("gymnasium_minatar_network_width", "p3o_atari.py", "(obs_shape[2] - 2), 128)),\n            nn.ReLU(),\n        ), 128, 1.0", "(obs_shape[2] - 2), 64)),\n            nn.ReLU(),\n        ), 64, 1.0", [GYMNASIUM]),
     ("kernel_wrapper_default_keep_all", "kernels/advantage.py", "torch.zeros(H, device=mu.device) if keep is None", "torch.ones(H, device=mu.device) if keep is None", [KERNEL_WRAPPER]),
