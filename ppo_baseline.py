@@ -212,9 +212,9 @@ class GymnasiumEnvs:
 
     def step(self, action):
         obs, reward, terminated, truncated, _ = self.envs.step(action.cpu().numpy())
-        reward = reward.astype(np.float32)
-        episode_return, episode_length = end_episodes(self, reward, terminated | truncated)
-        self.resetting = terminated | truncated
+        reward, done = reward.astype(np.float32), terminated | truncated
+        episode_return, episode_length = end_episodes(self, reward, done)
+        self.resetting = done
         reward, terminated, truncated, episode_return, episode_length = (
             torch.from_numpy(x).to(self.device) for x in (reward, terminated, truncated, episode_return, episode_length)
         )

@@ -79,22 +79,31 @@ def append_rows(path, rows, fields):
         writer.writerows(rows)
 
 
+def arm_command(game, arm, steps):
+    """`python SCRIPT ...` of one arm on one game, less the interpreter: the table's configuration and the arm's flags."""
+    script, flags = ARMS[arm]
+    return [str(ROOT / script), "--env-id", env_id(game), "--total-timesteps", str(steps), *CONFIG, *flags]
+
+
+def one_thread():
+    """The environment of a run: one torch thread (one run a core) and the allocator settings of atari_runs.py."""
+    return dict(os.environ, OMP_NUM_THREADS="1", **MALLOC_ENV)
+
+
 def train(game, arm, seed, steps, runs, tag="", extra=()):
     """One run to `steps`, continuing its checkpoint where one is there; returns the run folder. Its --exp-name is
     the arm's name and `tag` (a screen's patched checkout names its runs so)."""
-    script, flags = ARMS[arm]
-    arm += tag
-    folder = run_folder(runs, game, arm, seed)
+    name = arm + tag
+    folder = run_folder(runs, game, name, seed)
     if folder is not None and (folder / "checkpoint.pt").exists():
-        command = [str(ROOT / script), "--resume", str(folder / "checkpoint.pt")]
+        command = [str(ROOT / ARMS[arm][0]), "--resume", str(folder / "checkpoint.pt")]
     else:
-        command = [str(ROOT / script), "--env-id", env_id(game), "--exp-name", arm, "--seed", str(seed), "--total-timesteps", str(steps), *CONFIG, *flags, *extra]
-    env = dict(os.environ, OMP_NUM_THREADS="1", **MALLOC_ENV)
-    log = Path(runs) / f"{game}_{arm}_s{seed}.log"
+        command = [*arm_command(game, arm, steps), "--exp-name", name, "--seed", str(seed), *extra]
+    log = Path(runs) / f"{game}_{name}_s{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
-        subprocess.run([sys.executable, str(HERE / "flushing.py"), *command, "--no-progress"], cwd=Path(runs).parent, env=env, stdout=out, stderr=subprocess.STDOUT, check=True)
-    return run_folder(runs, game, arm, seed)
+        subprocess.run([sys.executable, str(HERE / "flushing.py"), *command, "--no-progress"], cwd=Path(runs).parent, env=one_thread(), stdout=out, stderr=subprocess.STDOUT, check=True)
+    return run_folder(runs, game, name, seed)
 
 
 def export(folder, game, arm, seed, steps, machine):
@@ -168,15 +177,13 @@ def command_speed(opts):
     import re
     import tempfile
 
-    env = dict(os.environ, OMP_NUM_THREADS="1", **MALLOC_ENV)
     with tempfile.TemporaryDirectory() as folder:
         for game in opts.games:
             sps = {arm: [] for arm in ("ppo_0.99", "p3o_h128")}
             for _ in range(opts.repeats):
                 for arm in sps:
-                    script, flags = ARMS[arm]
-                    command = [sys.executable, str(ROOT / script), "--env-id", env_id(game), "--total-timesteps", str(opts.steps), *CONFIG, *flags, "--save-interval", "0", "--no-progress"]
-                    output = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, check=True).stdout
+                    command = [sys.executable, *arm_command(game, arm, opts.steps), "--save-interval", "0", "--no-progress"]
+                    output = subprocess.run(command, cwd=folder, env=one_thread(), capture_output=True, text=True, check=True).stdout
                     sps[arm].append(int(re.findall(r"([\d,]+) SPS", output)[-1].replace(",", "")))
             ppo, p3o = (float(np.median(sps[arm])) for arm in ("ppo_0.99", "p3o_h128"))
             print(f"{game}: PPO 0.99 {ppo:,.0f} SPS {sps['ppo_0.99']}, P3O H = 128 {p3o:,.0f} SPS {sps['p3o_h128']}: {p3o / ppo:.2f}x", flush=True)
@@ -230,7 +237,7 @@ def command_report(opts):
             point, low, high = bootstrap_ci([np.array(finals[(g, arm)]) for g in both], [np.array(finals[(g, "ppo_0.99")]) for g in both], rng)
             print(f"{arm}: mean PPO(0.99)-normalised score over {len(both)} games {point:.3f} [{low:.3f}, {high:.3f}]")
     print()
-    # SPS side by side: only runs that trained whole on one machine, at the same time (one `run` call), compare
+    # SPS by machine: they compare only where the arms trained at the same time (one `run` call); `speed` is the clean ratio
     for machine in sorted({row["machine"] for row in rows}):
         for game in games:
             of = lambda arm: [float(r["sps"]) for r in rows if (r["machine"], r["game"], r["arm"]) == (machine, game, arm)]  # noqa: E731
