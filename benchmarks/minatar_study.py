@@ -238,7 +238,7 @@ def command_report(opts):
             print(f"{arm}: mean PPO(0.99)-normalised score over {len(both)} games {point:.3f} [{low:.3f}, {high:.3f}]")
     print()
     # SPS by machine: they compare only where the arms trained at the same time (one `run` call); `speed` is the clean ratio
-    for machine in sorted({row["machine"] for row in rows}):
+    for machine in sorted({row["machine"] for row in rows if "+" not in row["machine"]}):  # not a run finished elsewhere
         for game in games:
             of = lambda arm: [float(r["sps"]) for r in rows if (r["machine"], r["game"], r["arm"]) == (machine, game, arm)]  # noqa: E731
             if of("p3o_h128") and of("ppo_0.99"):
