@@ -270,7 +270,8 @@ def plot(games, arms):
         ax.set_title(f"MinAtar {game}")
         ax.set_xlabel("steps")
     axes[0][0].set_ylabel("episodic return")
-    axes[0][-1].legend(fontsize=7)
+    legend = {label: handle for ax in axes[0] for handle, label in zip(*ax.get_legend_handles_labels())}  # every arm, once
+    axes[0][-1].legend(legend.values(), legend.keys(), fontsize=7)
     figure.tight_layout()
     figure.savefig(RESULTS / "minatar_curves.png", dpi=110)
     weights = {}
@@ -279,12 +280,15 @@ def plot(games, arms):
     if weights:
         figure, axes = plt.subplots(1, len(games), figsize=(3.2 * len(games), 2.6), squeeze=False)
         for ax, game in zip(axes[0], games):
+            labelled = set()
             for (g, arm, seed), w in weights.items():
                 if g == game:
-                    ax.plot(w, color=colours[arm], alpha=0.6, lw=1)
+                    ax.plot(w, color=colours[arm], alpha=0.6, lw=1, label=None if arm in labelled else arm)
+                    labelled.add(arm)
             ax.set_title(f"{game}: w[j] at the end")
             ax.set_xlabel("offset j")
             ax.set_ylim(0, 1.05)
+        axes[0][-1].legend(fontsize=7)
         figure.tight_layout()
         figure.savefig(RESULTS / "minatar_weights.png", dpi=110)
 
