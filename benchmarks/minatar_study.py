@@ -63,6 +63,11 @@ def run_folder(runs, game, arm, seed):
     return found[-1] if found else None
 
 
+def run_key(folder):
+    """(game, arm, seed) of a run folder `MinAtar_<Game>-v1__<arm>__<seed>__<time>`, as strings."""
+    return folder.name[len("MinAtar_") :].split("-v1__")[0], *folder.name.split("__")[1:3]
+
+
 def read_rows(path):
     if not path.exists():
         return []
@@ -152,7 +157,7 @@ def command_run(opts):
 def command_export(opts):
     done = {(r["game"], r["arm"], r["seed"]) for r in read_rows(RUNS_CSV)}
     for folder in sorted(Path(opts.runs).glob("MinAtar_*")):
-        game, arm, seed = folder.name[len("MinAtar_") :].split("-v1__")[0], *folder.name.split("__")[1:3]
+        game, arm, seed = run_key(folder)
         if (game, arm, seed) not in done:
             try:
                 row = export(folder, game, arm, seed, opts.steps, opts.machine)
