@@ -205,6 +205,10 @@ def command_report(opts):
     arms = [arm for arm in ARMS if any(key[1] == arm for key in finals)]
     arms += sorted({key[1] for key in finals} - set(ARMS))  # screens: an arm's name and a tag
     games = [game for game in GAMES if any(key[0] == game for key in finals)]
+    best = {}  # each game's best PPO gamma by mean final return: "PPO's best gamma" of the table
+    for game in games:
+        ppo = [arm for arm in arms if arm in ARMS and arm.startswith("ppo") and (game, arm) in finals]
+        best[game] = max(ppo, key=lambda arm: np.mean(finals[(game, arm)]), default=None)
     print("| game | " + " | ".join(arms) + " |\n|" + " --- |" * (len(arms) + 1))
     for game in games:
         cells = []
@@ -215,15 +219,13 @@ def command_report(opts):
         print(f"| {game} | " + " | ".join(cells) + " |")
     print()
     for game in games:
-        ppo = {arm: finals[(game, arm)] for arm in arms if arm.startswith("ppo") and (game, arm) in finals}
-        best = max(ppo, key=lambda arm: np.mean(ppo[arm])) if ppo else None
         for p3o in ("p3o_h128", "p3o_h32"):
             if (game, p3o) not in finals:
                 continue
-            for ref in dict.fromkeys(["ppo_0.99", best]):
+            for ref in dict.fromkeys(["ppo_0.99", best[game]]):
                 if ref and (game, ref) in finals:
                     d, half = difference_ci95(finals[(game, p3o)], finals[(game, ref)])
-                    print(f"{game}: {p3o} - {ref}{' (best PPO)' if ref == best else ''} = {d:+.2f} +- {half:.2f}")
+                    print(f"{game}: {p3o} - {ref}{' (best PPO)' if ref == best[game] else ''} = {d:+.2f} +- {half:.2f}")
         for screen in [arm for arm in arms if arm not in ARMS and (game, arm) in finals]:
             base = max((arm for arm in ARMS if screen.startswith(arm)), key=len)
             if (game, base) in finals:
@@ -241,6 +243,11 @@ def command_report(opts):
         if both:
             point, low, high = bootstrap_ci([np.array(finals[(g, arm)]) for g in both], [np.array(finals[(g, "ppo_0.99")]) for g in both], rng)
             print(f"{arm}: mean PPO(0.99)-normalised score over {len(both)} games {point:.3f} [{low:.3f}, {high:.3f}]")
+    for arm in [arm for arm in arms if arm.startswith("p3o")]:
+        both = [g for g in games if (g, arm) in finals and best[g]]
+        if both:
+            point, low, high = bootstrap_ci([np.array(finals[(g, arm)]) for g in both], [np.array(finals[(g, best[g])]) for g in both], rng)
+            print(f"{arm}: mean score normalised by each game's best PPO gamma ({', '.join(best[g] for g in both)}) {point:.3f} [{low:.3f}, {high:.3f}]")
     print()
     # SPS by machine: they compare only where the arms trained at the same time (one `run` call); `speed` is the clean ratio
     for machine in sorted({row["machine"] for row in rows if "+" not in row["machine"]}):  # not a run finished elsewhere
