@@ -236,3 +236,45 @@ def test_speed_ab_runs_each_checkout_and_reports_ratios_to_the_first(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     summary = [line for line in done.stdout.splitlines() if line.startswith("squared")]
     assert len(summary) == 1 and "1.000x PPO" in summary[0], done.stdout
+
+
+def test_minatar_export_takes_the_last_tenth_and_refuses_a_short_run(tmp_path, monkeypatch):
+    """A finished run's final return is the mean of the returns logged past 90% of the steps; a run that stopped
+    short is refused with the step it reached, not exported as if it were done."""
+    import minatar_study
+    from torch.utils.tensorboard import SummaryWriter
+
+    monkeypatch.setattr(minatar_study, "RUNS_CSV", tmp_path / "runs.csv")
+    monkeypatch.setattr(minatar_study, "CURVES_CSV", tmp_path / "curves.csv")
+    for name, last_step in (("MinAtar_Breakout-v1__ppo_0.9__3__1", 100_000), ("MinAtar_Breakout-v1__ppo_0.9__4__1", 50_000)):
+        with SummaryWriter(tmp_path / name) as writer:
+            for step in range(10_000, last_step + 1, 10_000):
+                writer.add_scalar("charts/SPS", 1000.0, step)
+                writer.add_scalar("charts/episodic_return", step / 10_000, step)
+    assert minatar_study.run_key(tmp_path / "MinAtar_Breakout-v1__ppo_0.9__3__1") == ("Breakout", "ppo_0.9", "3")
+    row = minatar_study.export(tmp_path / "MinAtar_Breakout-v1__ppo_0.9__3__1", "Breakout", "ppo_0.9", "3", 100_000, "here")
+    assert row["final_return"] == pytest.approx(10.0)  # only the step-100k return lies past 90k
+    with pytest.raises(ValueError, match="ended at step 50,000"):
+        minatar_study.export(tmp_path / "MinAtar_Breakout-v1__ppo_0.9__4__1", "Breakout", "ppo_0.9", "4", 100_000, "here")
+    assert [r["seed"] for r in minatar_study.read_rows(tmp_path / "runs.csv")] == ["3"]
+
+
+def test_minatar_report_compares_p3o_with_each_games_best_gamma(tmp_path, monkeypatch, capsys):
+    """The report's "best PPO" is, game by game, the gamma with the highest mean final return, and P3O's score
+    normalised by it is the mean over games of P3O's mean over that PPO's mean."""
+    import minatar_study
+
+    finals = {("Asterix", "ppo_0.9"): [20.0, 22.0, 24.0], ("Asterix", "ppo_0.99"): [10.0, 12.0, 14.0], ("Asterix", "p3o_h128"): [11.0, 11.0, 11.0],
+              ("Freeway", "ppo_0.99"): [60.0, 62.0, 64.0], ("Freeway", "ppo_0.999"): [30.0, 31.0, 32.0], ("Freeway", "p3o_h128"): [31.0, 31.0, 31.0]}
+    rows = [{"game": g, "arm": a, "seed": str(s), "steps": 5_000_000, "final_return": v, "sps": 1000.0, "explained_variance": "", "tied_offsets": "", "machine": "here"}
+            for (g, a), values in finals.items() for s, v in enumerate(values, 1)]
+    minatar_study.append_rows(tmp_path / "minatar_runs.csv", rows, minatar_study.FIELDS)
+    for name in ("RESULTS", "RUNS_CSV", "CURVES_CSV", "WEIGHTS_CSV"):  # main() points these at --results: put them back after
+        monkeypatch.setattr(minatar_study, name, getattr(minatar_study, name))
+    monkeypatch.setattr(sys, "argv", ["minatar_study.py", "report", "--results", str(tmp_path)])
+    minatar_study.main()
+    out = capsys.readouterr().out
+    assert "Asterix: p3o_h128 - ppo_0.9 (best PPO) = -11.00" in out
+    assert "Freeway: p3o_h128 - ppo_0.99 (best PPO) = -31.00" in out
+    assert "p3o_h128: mean score normalised by each game's best PPO gamma (ppo_0.9, ppo_0.99) 0.500" in out  # (11/22 + 31/62) / 2
+    assert "p3o_h128: mean PPO(0.99)-normalised score over 2 games 0.708" in out  # (11/12 + 31/62) / 2
