@@ -17,7 +17,8 @@ Each finished run is exported: one row in minatar_runs.csv (final return = the m
 the iterations in the last 10% of the steps; SPS; P3O's explained variance and tied offsets at the end), its curve
 in minatar_curves.csv and, for P3O, its last weight curve in minatar_weights.csv. `report` prints the table (mean
 +- 95% CI over seeds), the differences (Welch's 95% CI), the mean normalised score with a bootstrap CI (by PPO at
-0.99 and by each game's best gamma), and the SPS of each arm side by side (runs of one machine), and draws minatar_curves.png (five panels) and minatar_weights.png.
+0.99 and by each game's best gamma), and the SPS of each arm side by side (runs of one machine), and draws
+minatar_curves.png (five panels) and minatar_weights.png.
 Time: a 5M-step run takes 6 to 8 minutes on one core of the 2-core CPU with nothing else running (10k to 14k SPS,
 `speed`), about 9 on a lent H100 machine's host cores sixteen at once; `speed` takes about 5 minutes.
 """
