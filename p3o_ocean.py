@@ -92,9 +92,9 @@ class Args:
     # P3O specific arguments, the same defaults as p3o_atari.py's
     horizon: int = 128
     """H, the horizon cap: the value head predicts the reward at each of the next H steps"""
-    bootstrap_after: int = 32
-    """K: the advantage's targets are the rewards up to offset K, and beyond it the critic's predictions made K steps
-    later, except at the offsets the action is tied to (docs/algorithm.md); K >= H: the rewards throughout"""
+    td_lambda: float = 0.8
+    """lam of the advantage's per-offset lambda-return: each reward ahead bootstrapped at every step by the critic's
+    prediction of it, except at the offsets the action is tied to (docs/algorithm.md); 1: the rewards throughout"""
     window_loss_coef: float = 0.1
     """beside the NLL, this times 0.5 (sum of target - mu over the decision's window)^2, over the batch's variance of
     the window sums where that is above 1: the trunk's gradient where per-step rewards are small; it reaches the trunk
@@ -635,7 +635,7 @@ MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 # (at CLOCK_PRIOR = 4 a Breakout seed stalled; docs/ablations.md).
 CLOCK_ROWS = 256
 CLOCK_RATE, CLOCK_PRIOR = 0.1, 64.0
-# Offsets beyond --bootstrap-after keep their rewards as targets where tie_z is above this: three standard errors.
+# The offsets whose tie_z is above this keep their rewards as the advantage's targets: three standard errors.
 TIE_Z = 3.0
 
 
@@ -724,43 +724,39 @@ def log_weight_curve(writer, sigma, global_step):
     )
 
 
-def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, after=None, keep=None):
-    """The P3O advantage in two parts: near[t, n] = sum_{j < K} w[j] * (target[t, n, j] - mu[t, n, j]), and far[t, n]
-    the same sum over the offsets j >= K (K = `after`; None: H, so far = 0).
+def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
+    """The P3O advantage: A[t, n] = sum_j w[j] * (y[t, n, j] - mu[t, n, j]), w = omega / max(omega), with
+    omega[j] = 1 / sigma[j]^2 the precision of the prediction j steps ahead (sigma clamped to [e^-10, e^10], the range
+    training keeps it in, so sigma = 0 gives finite results).
 
-    The targets are `episode_windows`': the rewards ahead, 0 after the episode's terminal, the bootstrap
-    predictions tail_mu past the rollout's end. Beyond K, where t's episode still runs at step t + K and t + K is
-    inside the rollout, offset j's target is mu[t + K, n, j - K], the critic's own prediction of that reward made K
-    steps later, except at the offsets where keep[j] is true: those keep their rewards. w = omega / max(omega),
-    omega[j] = 1 / sigma[j]^2 the precision of the prediction j steps ahead; sigma is clamped to [e^-10, e^10], the
-    range training keeps it in, so sigma = 0 gives finite results. Shapes: rewards, terminals [T, N]; mu [T, N, H];
-    sigma, keep [H]; tail_mu [N, H]. Returns near and far stacked, [2, T, N] float32.
+    y is the per-offset lambda-return (fixed-horizon TD(lambda), De Asis et al. 2020): each reward ahead as seen one
+    step later, bootstrapped there by the critic's own prediction of it, as GAE bootstraps at every step:
+        y[t, 0] = rewards[t]
+        y[t, j] = (1 - lam) * mu[t + 1, j - 1] + lam * y[t + 1, j - 1]   for j >= 1, while t's episode runs at t + 1
+        y[t, j] = 0                                                      for j >= 1 where step t ended the episode
+        y[T] = tail_mu, the predictions at the bootstrap state.
+    lam = 1 gives episode_windows' targets, the rewards themselves. So do the offsets where keep[j] is set: the action
+    measurably moves that reward (tie_z), and what it alone moves no state shows, so no bootstrap can carry it.
+    Shapes: rewards, terminals [T, N]; mu [T, N, H]; sigma, keep [H]; tail_mu [N, H]. Returns [T, N] float32.
     """
     T, N, H = mu.shape
-    K = H if after is None else min(after, H)
     omega = precision(sigma)
-    targets, _ = episode_windows(rewards, terminals, H, tail_mu)
-    if K < min(H, T):
-        runs = episode_ends(terminals)[: T - K] >= torch.arange(K, T, device=mu.device)[:, None]  # at step t + K
-        bootstrap = runs[..., None] & (keep[K:] == 0 if keep is not None else True)
-        targets[: T - K, :, K:] = torch.where(bootstrap, mu[K:, :, : H - K], targets[: T - K, :, K:])
-    parts = torch.empty(2, T, N, device=mu.device)
-    # Blocks of envs, through one buffer, keep the temporaries at a few MB: on the CPU every fresh page of a
-    # large temporary costs a fault.
-    block = max(1, min(N, 2**21 // (T * H)))
-    residual = torch.empty(T, block, H, device=mu.device)
-    for n in range(0, N, block):
-        width = min(block, N - n)
-        r = torch.sub(targets[:, n : n + width], mu[:, n : n + width], out=residual[:, :width])
-        parts[0, :, n : n + width] = r[..., :K] @ omega[:K]
-        parts[1, :, n : n + width] = r[..., K:] @ omega[K:]
-    return parts / omega.max()
+    y = torch.empty_like(mu)
+    next_mu, next_y = tail_mu, tail_mu
+    for t in reversed(range(T)):  # one backward pass, like GAE's, carrying an H-vector per env
+        y[t, :, 0] = rewards[t]
+        y[t, :, 1:] = (1.0 - terminals[t, :, None]) * ((1.0 - lam) * next_mu[:, :-1] + lam * next_y[:, :-1])
+        next_mu, next_y = mu[t], y[t]
+    if keep is not None and keep.any():
+        y = torch.where(keep, episode_windows(rewards, terminals, H, tail_mu)[0], y)
+    return (y - mu) @ omega / omega.max()
 
 
 def tie_z(rewards, terminals, mu, tail_mu, score, valid):
     """z[j] = |corr(target[j] - mu[j], score)| * sqrt(n) over the batch's n decisions (valid): how surely the action
     moves the reward j steps ahead, with score its centred log-prob (about |N(0, 1)| where nothing ties them). The
-    targets are episode_windows' with the tail, built a block of envs at a time, as in p3o_advantage.
+    targets are episode_windows' with the tail, built a block of envs at a time, so the temporaries stay at a
+    few MB (on the CPU every fresh page of a large temporary costs a fault).
     Shapes: rewards, terminals, score, valid [T, N]; mu [T, N, H]; tail_mu [N, H]. Returns z [H]."""
     T, N, H = mu.shape
     score = torch.where(valid, score, 0.0)
@@ -774,17 +770,6 @@ def tie_z(rewards, terminals, mu, tail_mu, score, valid):
     products, squares, score_squares, count = all_sum(products, squares, score.square().sum(), valid.sum())  # torchrun: every rank's
     corr = products / (squares * score_squares).sqrt().clamp(min=1e-30)
     return corr.abs() * count.sqrt()
-
-
-def centre_by_clock(x, clocks, valid):
-    """x less its mean over the batch's decisions (valid) made at the same step of their episodes (the clock's rows).
-    Shapes: x, clocks, valid [T, N]. Returns [T, N]."""
-    rows = clocks.clamp(0, CLOCK_ROWS - 1).reshape(-1)
-    weight = valid.float().reshape(-1)
-    sums = x.new_zeros(CLOCK_ROWS).index_add_(0, rows, x.reshape(-1) * weight)
-    counts = x.new_zeros(CLOCK_ROWS).index_add_(0, rows, weight)
-    sums, counts = all_sum(sums, counts)  # torchrun: the mean over every rank's decisions
-    return x - (sums / counts.clamp(min=1)).index_select(0, rows).view_as(x)
 
 
 def select_advantage(kernel, device):
@@ -965,9 +950,11 @@ def check_args(args):
         close = difflib.get_close_matches(args.env_id, OCEAN_ENVS, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         errors.append(f"--env-id {args.env_id!r} is not an Ocean env{hint}; choose from all, {', '.join(OCEAN_ENVS)}")
-    for name in ("horizon", "bootstrap_after", "num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size", "delay", "forage_distance", "password_length", "spread", "choice_distance"):
+    for name in ("horizon", "num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size", "delay", "forage_distance", "password_length", "spread", "choice_distance"):
         if getattr(args, name) < 1:
             errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not 0 <= args.td_lambda <= 1:
+        errors.append(f"--td-lambda must be in [0, 1], got {args.td_lambda}")
     if not args.reward_noise >= 0:
         errors.append(f"--reward-noise must be >= 0, got {args.reward_noise}")
     if args.num_minibatches >= 1 and (args.num_envs * args.num_steps) % args.num_minibatches != 0:
@@ -1098,7 +1085,7 @@ def train(args, checkpoint=None):
             episode_stats += torch.stack([next_done.sum(), (infos["episode_return"] * next_done).sum(), (infos["episode_length"] * next_done).sum(), (infos["score"] * next_done).sum()])
         timer.lap("rollout")
 
-        # ALGO LOGIC: the P3O advantage, with no gamma and no lambda
+        # ALGO LOGIC: the P3O advantage, with no gamma: a weight per offset, learned
         with torch.no_grad():
             real = valid.bool()
             # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail), and the
@@ -1111,14 +1098,10 @@ def train(args, checkpoint=None):
             value_inside = episode_inside(ends, args.horizon) * real
             sigma = agent.log_sigma.clamp(-10, 10).exp()
             tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device))
-            # Beyond offset K the targets are the critic's predictions made K steps later, except at the offsets
-            # whose residual the action measurably moves (z > TIE_Z), which keep their rewards; the far part is
-            # centred per episode step, so the critic's drift along the episode is not credited to the actions.
-            keep = None
-            if args.bootstrap_after < args.horizon:
-                keep = tie_z(rewards, terminals, mus, tail_mu, logprobs + entropies, real) > TIE_Z
-            near, far = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.bootstrap_after, keep)
-            advantages = (near + centre_by_clock(far, clocks, real)) * valid  # autoreset steps are not decisions
+            # The targets are the lambda-returns, bootstrapped at every step, except at the offsets whose residual
+            # the action measurably moves (z > TIE_Z): those keep their rewards.
+            keep = tie_z(rewards, terminals, mus, tail_mu, logprobs + entropies, real) > TIE_Z
+            advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.td_lambda, keep) * valid  # autoreset steps are not decisions
         # A non-finite mu or sigma makes its decision's advantage non-finite (every weight is above 0), so checking
         # the advantages covers them, at a fraction of the cost of reading all of mu (24 ms an iteration at H = 128)
         bad = first_nonfinite(rewards=rewards, advantages=advantages)
@@ -1248,8 +1231,7 @@ def train(args, checkpoint=None):
         writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
         writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
         writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
-        if keep is not None:
-            writer.add_scalar("charts/tied_offsets", keep[args.bootstrap_after :].sum().item(), global_step)
+        writer.add_scalar("charts/tied_offsets", keep.sum().item(), global_step)
         writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
         log_weight_curve(writer, sigma, global_step)
         for phase, seconds in timer.totals.items():

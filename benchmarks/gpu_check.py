@@ -217,15 +217,16 @@ def kernel_under_test(book):
 
 
 def against_twin(kernel, device, smoke):
-    """`kernel` against the twin p3o_advantage, both on `device`, over parity_cases, each without the bootstrap and
-    with it from offset H // 4 (every third offset kept): the number of cases, the largest |difference| and its case,
-    and the names of the cases outside the tolerance (or not finite)."""
+    """`kernel` against the twin p3o_advantage, both on `device`, over parity_cases, each at lam = 1 (the rewards) and
+    at the default lam (every third offset kept): the number of cases, the largest |difference| and its case, and the
+    names of the cases outside the tolerance (or not finite)."""
     worst, worst_case, outside = 0.0, None, []
     count = 0
     for case, inputs in parity_cases(smoke):
         H = inputs[2].shape[-1]
-        for name, after, keep in ((case, None, None), (f"{case}, K={max(1, H // 4)}", max(1, H // 4), torch.arange(H) % 3 == 0)):
-            on = [x.to(device) for x in inputs] + [after, keep.to(device) if keep is not None else None]
+        lam = p3o_ocean.Args.td_lambda
+        for name, lam, keep in ((f"{case}, lam=1", 1.0, None), (f"{case}, lam={lam}", lam, torch.arange(H) % 3 == 0)):
+            on = [x.to(device) for x in inputs] + [lam, keep.to(device) if keep is not None else None]
             kernel_a, twin_a = kernel(*on).cpu(), p3o_ocean.p3o_advantage(*on).cpu()
             count += 1
             difference = (kernel_a - twin_a).abs()
@@ -257,10 +258,10 @@ def kernel_step(book):
     rewards, mu, tail_mu = torch.randn(T, N, generator=g), torch.randn(T, N, H, generator=g), torch.randn(N, H, generator=g)
     terminals, sigma = (torch.rand(T, N, generator=g) < 0.01).float(), torch.rand(H, generator=g) + 0.5
     rewards, terminals, mu, sigma, tail_mu = (x.to(book.device) for x in (rewards, terminals, mu, sigma, tail_mu))
-    # As the scripts call it: bootstrapped from offset 32 (every tenth far offset kept). Every window is H offsets long:
-    # the kernel reads all of mu, and the far offsets' rows of mu[t + 32] once more.
+    # As the scripts call it: the default lam, every tenth offset kept. The first kernel reads mu and writes the targets,
+    # the second reads both: mu's bytes three times in all.
     keep = (torch.arange(H) % 10 == 0).to(book.device)
-    inputs = (rewards, terminals, mu, sigma, tail_mu, min(32, H), keep)
+    inputs = (rewards, terminals, mu, sigma, tail_mu, p3o_ocean.Args.td_lambda, keep)
     copy = torch.empty_like(mu)
     calls = 3 if book.options.smoke else 20
     seconds = {
@@ -269,7 +270,7 @@ def kernel_step(book):
         "twin": seconds_per_call(book, lambda: p3o_ocean.p3o_advantage(*inputs), max(1, calls // 4), warmup=1),
     }
     mu_bytes = mu.numel() * mu.element_size()
-    kernel_gbps = mu_bytes / seconds["kernel"] / 1e9  # the bound: mu read once (rewards, terminals, outputs: 4% more)
+    kernel_gbps = mu_bytes / seconds["kernel"] / 1e9  # mu's size over the time (the kernels move three times that)
     copy_gbps = 2 * mu_bytes / seconds["copy"] / 1e9  # a copy reads and writes
     record = {"kernel": kernel_name, "device": book.device.type, "T": T, "N": N, "H": H, "mu_bytes": mu_bytes,
               "kernel_ms": round(seconds["kernel"] * 1e3, 4), "copy_ms": round(seconds["copy"] * 1e3, 4), "twin_ms": round(seconds["twin"] * 1e3, 4),

@@ -321,7 +321,7 @@ def main():
     run.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     run.add_argument("--workers", type=int, default=2)
     run.add_argument("--tag", default="", help="appended to each arm's name: a screen's runs (research/README.md)")
-    run.add_argument("--flags", default="", help="more flags for every run, a screen's (with --tag): --flags='--bootstrap-after 8'")
+    run.add_argument("--flags", default="", help="more flags for every run, a screen's (with --tag): --flags='--td-lambda 0.6'")
     sub.add_parser("report")
     speed = sub.add_parser("speed")
     speed.add_argument("--games", nargs="+", default=GAMES, choices=GAMES)

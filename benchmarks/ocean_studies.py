@@ -83,7 +83,7 @@ PROBE_HORIZONS = [32, 128]
 # windows past the terminal and the tail bootstrap, with the learned sigma) with nothing else. The rows of the
 # components that left the scripts (the effect weights, with their memory and floor rule, among them) are in
 # docs/ablations.md with the commit that runs them.
-NO_FAR_TARGETS = {"bootstrap_after": 256}  # K >= H: the rewards as targets at every offset
+NO_FAR_TARGETS = {"td_lambda": 1.0}  # lam = 1: the rewards as targets at every offset, nothing bootstrapped
 SMALLEST = {"clock": False, "window_loss_coef": 0.0, **NO_FAR_TARGETS}
 PROBE_ABLATIONS = [
     ("default", {}), ("no far targets", NO_FAR_TARGETS), ("no clock", {"clock": False}), ("no window loss", {"window_loss_coef": 0.0}),

@@ -18,18 +18,20 @@ LAUNCHER = """
 #include "host_shim.h"
 #include "advantage.cu"
 extern "C" void launch(const float* rewards, const float* terminals, const float* mu, const float* sigma,
-                       const float* tail_mu, const float* keep, int T, int N, int H, int K, float* near, float* far,
-                       int threads) {
-    const long long total = (long long)T * N;
-    SHIM_LAUNCH(p3o_advantage, (unsigned)((total + threads - 1) / threads), (unsigned)threads, rewards, terminals,
-                mu, sigma, tail_mu, keep, T, N, H, K, near, far);
+                       const float* tail_mu, const float* keep, float lam, int T, int N, int H, float* target,
+                       float* advantages, int threads) {
+    const long long diagonals = (long long)N * (T + H - 1), decisions = (long long)T * N;
+    SHIM_LAUNCH(lambda_targets, (unsigned)((diagonals + threads - 1) / threads), (unsigned)threads, rewards,
+                terminals, mu, tail_mu, keep, lam, T, N, H, target);
+    SHIM_LAUNCH(p3o_advantage, (unsigned)((decisions + threads - 1) / threads), (unsigned)threads, target, mu, sigma,
+                T, N, H, advantages);
 }
 """
 
 
 @lru_cache(maxsize=None)
 def host_library(flags=("-O2",)):
-    """kernels/advantage.cu compiled by g++ as plain C++ (the kernel body runs once per grid thread)."""
+    """kernels/advantage.cu compiled by g++ as plain C++ (each kernel's body runs once per grid thread)."""
     build = Path(tempfile.mkdtemp(prefix="p3o_kernel_"))
     (build / "launch.cpp").write_text(LAUNCHER)
     library = build / "advantage_host.so"
@@ -38,46 +40,59 @@ def host_library(flags=("-O2",)):
     subprocess.run(command, check=True, capture_output=True, text=True)
     lib = ctypes.CDLL(str(library))
     pointer, i32 = ctypes.c_void_p, ctypes.c_int
-    lib.launch.argtypes = [pointer] * 6 + [i32, i32, i32, i32, pointer, pointer, i32]
+    lib.launch.argtypes = [pointer] * 6 + [ctypes.c_float, i32, i32, i32, pointer, pointer, i32]
     lib.launch.restype = None
     return lib
 
 
-def host_advantage(rewards, terminals, mu, sigma, tail_mu, after=None, keep=None, threads=64, flags=("-O2",)):
-    """The kernel's own code on the CPU, with p3o_advantage's signature."""
+def host_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None, threads=64, flags=("-O2",)):
+    """The kernels' own code on the CPU, with p3o_advantage's signature."""
     T, N, H = mu.shape
-    K = H if after is None else min(after, H)
     keep = torch.zeros(H) if keep is None else keep
     arrays = [np.ascontiguousarray(torch.as_tensor(x).cpu().numpy(), dtype=np.float32) for x in (rewards, terminals, mu, sigma, tail_mu, keep)]
-    parts = np.full((2, T, N), np.nan, dtype=np.float32)
-    host_library(tuple(flags)).launch(*[a.ctypes.data for a in arrays], T, N, H, K, parts[0].ctypes.data, parts[1].ctypes.data, threads)
-    return torch.from_numpy(parts)
+    target = np.full((T, N, H), np.nan, dtype=np.float32)
+    advantages = np.full((T, N), np.nan, dtype=np.float32)
+    host_library(tuple(flags)).launch(*[a.ctypes.data for a in arrays], lam, T, N, H, target.ctypes.data, advantages.ctypes.data, threads)
+    return torch.from_numpy(advantages)
 
 
-def reference_advantage(rewards, terminals, mu, sigma, tail_mu, after=None, keep=None):
+def reference_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
     """The advantage of docs/algorithm.md as loops, in float64: slow, plain, and independent of both
-    implementations. Every window runs H offsets: the rewards of its episode, 0 after its terminal, the bootstrap
-    predictions past the rollout's end; from offset K = `after` on, where the episode runs at step t + K inside the
-    rollout, mu[t + K, n, j - K] at the offsets not kept. Returns the parts before K and from K on, [2, T, N]."""
+    implementations. Each target is its recursion's definition, evaluated for itself: y(t, 0) is the reward; for
+    j >= 1, 0 where step t ended the episode, else (1 - lam) * mu[t + 1, j - 1] + lam * y(t + 1, j - 1), with
+    y(T, j) and mu[T, j] the bootstrap predictions tail_mu[j]. A kept offset's target is the reward j steps ahead
+    (0 after the episode's terminal, the tail past the rollout's end). Returns [T, N]."""
     rewards, terminals, mu, sigma, tail_mu = (torch.as_tensor(x, dtype=torch.float64) for x in (rewards, terminals, mu, sigma, tail_mu))
     T, N, H = mu.shape
-    K = H if after is None else min(after, H)
     keep = [False] * H if keep is None else [bool(x) for x in keep]
-    # The weights are rounded as the float32 implementations round them.
+    # The weights and lam are rounded as the float32 implementations round them.
     f32 = np.float32
+    lam = float(f32(lam))
     s = [min(max(f32(x), f32(math.exp(-10))), f32(math.exp(10))) for x in sigma.tolist()]
     omega = [float(f32(1) / (x * x)) for x in s]
     norm = max(omega)
-    parts = torch.zeros(2, T, N, dtype=torch.float64)
+
+    def prediction(t, n, j):  # mu[t, n, j], and past the rollout the bootstrap predictions
+        return float(mu[t, n, j]) if t < T else float(tail_mu[n, j])
+
+    @lru_cache(maxsize=None)
+    def y(t, n, j):
+        if t == T:
+            return float(tail_mu[n, j])
+        if j == 0:
+            return float(rewards[t, n])
+        if terminals[t, n] != 0:
+            return 0.0
+        return (1 - lam) * prediction(t + 1, n, j - 1) + lam * y(t + 1, n, j - 1)
+
+    advantages = torch.zeros(T, N, dtype=torch.float64)
     for n in range(N):
         for t in range(T):
             last = next((j for j in range(T - t) if terminals[t + j, n] != 0), None)  # the offset of the episode's terminal
-            targets = [0.0 if last is not None and j > last else float(rewards[t + j, n]) if t + j < T else float(tail_mu[n, t + j - T]) for j in range(H)]
-            if t + K < T and (last is None or last >= K):  # the episode runs at step t + K
-                targets = [float(mu[t + K, n, j - K]) if j >= K and not keep[j] else targets[j] for j in range(H)]
-            parts[0, t, n] = sum(omega[j] / norm * (targets[j] - float(mu[t, n, j])) for j in range(K))
-            parts[1, t, n] = sum(omega[j] / norm * (targets[j] - float(mu[t, n, j])) for j in range(K, H))
-    return parts
+            rewards_ahead = [0.0 if last is not None and j > last else float(rewards[t + j, n]) if t + j < T else float(tail_mu[n, t + j - T]) for j in range(H)]
+            targets = [rewards_ahead[j] if keep[j] else y(t, n, j) for j in range(H)]
+            advantages[t, n] = sum(omega[j] / norm * (targets[j] - float(mu[t, n, j])) for j in range(H))
+    return advantages
 
 
 # (T, H, sigma): windows that run past the rollout (T < H, T << H), a single offset, sigma at 0 (the clamp) and large
@@ -109,18 +124,22 @@ def done_at_every_position(T=9, H=6, seed=0):
 GRID_LAUNCHER = """
 #include "host_shim.h"
 #include "advantage.cu"
-extern "C" void launch_grid(const float* rewards, const float* terminals, const float* mu, const float* sigma,
-                            const float* tail_mu, const float* keep, int T, int N, int H, int K, float* near, float* far,
-                            unsigned grid, unsigned block) {
-    SHIM_LAUNCH(p3o_advantage, grid, block, rewards, terminals, mu, sigma, tail_mu, keep, T, N, H, K, near, far);
+extern "C" void launch_lambda_targets(const float* rewards, const float* terminals, const float* mu,
+                                      const float* tail_mu, const float* keep, float lam, int T, int N, int H,
+                                      float* target, unsigned grid, unsigned block) {
+    SHIM_LAUNCH(lambda_targets, grid, block, rewards, terminals, mu, tail_mu, keep, lam, T, N, H, target);
+}
+extern "C" void launch_p3o_advantage(const float* target, const float* mu, const float* sigma, int T, int N, int H,
+                                     float* advantages, unsigned grid, unsigned block) {
+    SHIM_LAUNCH(p3o_advantage, grid, block, target, mu, sigma, T, N, H, advantages);
 }
 """
 
 
 @lru_cache(maxsize=None)
 def host_kernel_from_source(source):
-    """A kernel source text (as kernels/advantage.py reads it) built by g++ for the CPU, launched with the grid and
-    block the caller gives: a stand-in for CuPy's RawKernel behind the same wrapper."""
+    """A kernel source text (as kernels/advantage.py reads it) built by g++ for the CPU, each kernel launched with the
+    grid and block the caller gives: a stand-in for CuPy's RawKernel behind the same wrapper."""
     build = Path(tempfile.mkdtemp(prefix="p3o_kernel_grid_"))
     (build / "advantage.cu").write_text(source)
     (build / "launch.cpp").write_text(GRID_LAUNCHER)
@@ -129,6 +148,7 @@ def host_kernel_from_source(source):
     subprocess.run(command, check=True, capture_output=True, text=True)
     lib = ctypes.CDLL(str(library))
     pointer, i32, u32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
-    lib.launch_grid.argtypes = [pointer] * 6 + [i32, i32, i32, i32, pointer, pointer, u32, u32]
-    lib.launch_grid.restype = None
+    lib.launch_lambda_targets.argtypes = [pointer] * 5 + [ctypes.c_float, i32, i32, i32, pointer, u32, u32]
+    lib.launch_p3o_advantage.argtypes = [pointer] * 3 + [i32, i32, i32, pointer, u32, u32]
+    lib.launch_lambda_targets.restype = lib.launch_p3o_advantage.restype = None
     return lib

@@ -31,7 +31,7 @@ class Capture:
 
     def __init__(self, module, env_name, monkeypatch):
         self.module, self.steps, self.critic, self.actor, self.perms, self.losses, self.advantages = module, [], [], [], [], [], []
-        self.calls = {"advantage": [], "tie_z": [], "centre": [], "clock_step": []}
+        self.calls = {"advantage": [], "tie_z": [], "clock_step": []}
         self.agent = None
         ScalarWriter.scalars = self.scalars = {}
         monkeypatch.setattr(module, "SummaryWriter", ScalarWriter)
@@ -91,7 +91,7 @@ class Capture:
         monkeypatch.setattr(module, "first_nonfinite", guard_spy)
 
         if hasattr(module, "p3o_advantage"):
-            for name, key in (("p3o_advantage", "advantage"), ("tie_z", "tie_z"), ("centre_by_clock", "centre"), ("step_clock_table", "clock_step")):
+            for name, key in (("p3o_advantage", "advantage"), ("tie_z", "tie_z"), ("step_clock_table", "clock_step")):
                 monkeypatch.setattr(module, name, self._spy(getattr(module, name), key))
 
     def _spy(self, function, key):
@@ -190,21 +190,6 @@ def tie_z(rewards, dones, mus, tail, score, valid):
     score_squares = sum(score[t, n] ** 2 for t in range(T) for n in range(N) if valid[t, n])
     count = int(valid.sum())
     return np.array([abs(products[j]) / math.sqrt(squares[j] * score_squares) * math.sqrt(count) if squares[j] * score_squares > 0 else 0.0 for j in range(H)])
-
-
-def centred_by_clock(far, clocks, valid, rows=256):
-    """far less the mean of far over the valid decisions made at the same step of their episodes (one row from 255 on)."""
-    sums, counts = {}, {}
-    for (t, n), value in np.ndenumerate(far):
-        row = min(int(clocks[t, n]), rows - 1)
-        if valid[t, n]:
-            sums[row] = sums.get(row, 0.0) + value
-            counts[row] = counts.get(row, 0) + 1
-    out = np.array(far, dtype=np.float64)
-    for (t, n), value in np.ndenumerate(far):
-        row = min(int(clocks[t, n]), rows - 1)
-        out[t, n] = value - (sums.get(row, 0.0) / counts[row] if counts.get(row) else 0.0)
-    return out
 
 
 def gae(rewards, dones, values, next_value, gamma, lam):

@@ -42,8 +42,10 @@ MUTANTS = [
     # the P3O loops: the tie, the advantage, the losses, the clock
     ("atari_evaluate_ignores_the_weights", "p3o_atari.py", 'agent.load_state_dict(checkpoint["model"])\n    returns = torch.full(', 'returns = torch.full(', [EVAL, EVAL_CLI]),
     ("ocean_tie_score_without_entropy", "p3o_ocean.py", "logprobs + entropies, real) > TIE_Z", "logprobs, real) > TIE_Z", [P3O_WIRING]),
-    ("atari_far_part_not_centred", "p3o_atari.py", "(near + centre_by_clock(far, clocks, real)) * valid", "(near + far) * valid", [P3O_WIRING]),
-    ("ocean_autoreset_advantage_not_masked", "p3o_ocean.py", "(near + centre_by_clock(far, clocks, real)) * valid", "(near + centre_by_clock(far, clocks, real))", [OCEAN_MASKED, OCEAN_POISON]),
+    ("atari_lambda_return_lam_swapped", "p3o_atari.py", "(1.0 - lam) * next_mu[:, :-1] + lam * next_y[:, :-1]", "lam * next_mu[:, :-1] + (1.0 - lam) * next_y[:, :-1]", [P3O_WIRING]),
+    ("ocean_lambda_return_crosses_terminals", "p3o_ocean.py", "(1.0 - terminals[t, :, None]) * (", "(", [P3O_WIRING]),
+    ("atari_lambda_return_bootstraps_from_the_same_step", "p3o_atari.py", "next_mu, next_y = mu[t], y[t]", "next_mu, next_y = mu[min(t + 1, T - 1)], y[t]", [P3O_WIRING]),
+    ("ocean_autoreset_advantage_not_masked", "p3o_ocean.py", "args.td_lambda, keep) * valid", "args.td_lambda, keep)", [OCEAN_MASKED, OCEAN_POISON]),
     ("ocean_window_loss_sign", "p3o_ocean.py", "value_nll + args.window_loss_coef * window_loss", "value_nll - args.window_loss_coef * window_loss", [P3O_WIRING]),
     ("atari_window_var_floor", "p3o_atari.py", "window_var.clamp(min=1.0)", "window_var.clamp(min=0.1)", [P3O_WIRING]),
     ("ocean_nll_precision_exponent", "p3o_ocean.py", "torch.exp(-2 * log_sigma)", "torch.exp(-log_sigma)", [P3O_WIRING]),
@@ -67,6 +69,11 @@ MUTANTS = [
     ("ppo_evaluate_ignores_the_weights", "ppo_baseline.py", 'agent.load_state_dict(checkpoint["model"])\n    returns = torch.full(', 'returns = torch.full(', [EVAL, EVAL_CLI]),
     # the CuPy wrapper
     ("kernel_wrapper_grid_rounds_down", "kernels/advantage.py", "(T * N + threads - 1) // threads", "(T * N) // threads", [KERNEL_WRAPPER]),
+    ("kernel_wrapper_diagonals_round_down", "kernels/advantage.py", "(diagonals + threads - 1) // threads", "diagonals // threads", [KERNEL_WRAPPER]),
+    # the kernel's source, through its host build
+    ("kernel_lambda_return_crosses_terminals", "kernels/advantage.cu", "y = ended ? 0.0f : (1.0f - lam) * next_mu + lam * y;", "y = (1.0f - lam) * next_mu + lam * y;", ["tests/test_advantage.py"]),
+    ("kernel_kept_reward_not_cut_at_terminals", "kernels/advantage.cu", "reward = ended ? 0.0f : reward;", "", ["tests/test_advantage.py"]),
+    ("kernel_diagonal_stops_short", "kernels/advantage.cu", "t >= 0 && s - t < H", "t >= 0 && s - t < H - 1", ["tests/test_advantage.py"]),
     # the Gymnasium path of the Atari pair
     ("reset_step_counted_as_a_decision", "ppo_baseline.py", "envs.episode_length += ~envs.resetting", "envs.episode_length += 1", [GYMNASIUM, "tests/test_atari.py::test_atari_envs_report_whole_games_in_raw_score"]),
     ("gymnasium_grid_not_channels_first", "p3o_atari.py", "obs = np.moveaxis(obs, -1, 1) if obs.ndim == 4 else obs", "obs = obs", [GYMNASIUM]),

@@ -71,7 +71,7 @@ def test_scripts_differ_only_in_the_marked_blocks():
     assert imports(baseline) - imports(p3o) == {"from typing import Optional"}
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_inside", "episode_windows", "p3o_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "window_sum_variance", "window_mu", "tie_z", "centre_by_clock", "CHECKPOINT_KEYS", "CLOCK_ROWS", "step_clock_table", "all_sum"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_inside", "episode_windows", "p3o_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "window_sum_variance", "window_mu", "tie_z", "CHECKPOINT_KEYS", "CLOCK_ROWS", "step_clock_table", "all_sum"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
     if name == "MIN_SIGMA":

@@ -1,7 +1,7 @@
 """kernels/advantage.py's own logic on the CPU: load_cuda_advantage behind a stand-in CuPy whose RawKernel is the
 kernel's source built by g++ (tests/advantage_impls.py) and launched with the grid and block the wrapper asks for.
-So K's clamp, the default keep, the float32 copies, the output buffers and the launch grid run in CI, against the
-float64 reference of docs/algorithm.md."""
+So the default keep, lam's float32, the float32 copies, the target and output buffers and the two launch grids run
+in CI, against the float64 reference of docs/algorithm.md."""
 import contextlib
 import sys
 import types
@@ -30,12 +30,20 @@ def fake_cupy(monkeypatch):
 
         def __call__(self, grid, block, args):
             assert self.library is not None, "launched before compile()"
-            record["launches"].append((tuple(grid), tuple(block)))
-            *inputs, T, N, H, K, near, far = args
-            for x in (*inputs, near, far):
+            record["launches"].append((self.name, tuple(grid), tuple(block)))
+            tensors = [x for x in args if torch.is_tensor(x)]
+            numbers = [x for x in args if not torch.is_tensor(x)]
+            for x in tensors:
                 assert x.dtype == torch.float32 and x.is_contiguous()
-            assert all(isinstance(x, np.int32) for x in (T, N, H, K))
-            self.library.launch_grid(*[x.data_ptr() for x in inputs], int(T), int(N), int(H), int(K), near.data_ptr(), far.data_ptr(), grid[0], block[0])
+            if self.name == "lambda_targets":
+                lam, T, N, H = numbers
+                assert isinstance(lam, np.float32) and all(isinstance(x, np.int32) for x in (T, N, H))
+                *inputs, target = tensors
+                self.library.launch_lambda_targets(*[x.data_ptr() for x in inputs], float(lam), int(T), int(N), int(H), target.data_ptr(), grid[0], block[0])
+            else:
+                assert all(isinstance(x, np.int32) for x in numbers)
+                *inputs, advantages = tensors
+                self.library.launch_p3o_advantage(*[x.data_ptr() for x in inputs], *map(int, numbers), advantages.data_ptr(), grid[0], block[0])
 
     cupy = types.SimpleNamespace(RawKernel=RawKernel, from_dlpack=lambda x: x,
                                  cuda=types.SimpleNamespace(Stream=types.SimpleNamespace(from_external=lambda stream: contextlib.nullcontext())))
@@ -50,25 +58,24 @@ def inputs(T, N, H, seed=0):
     return (torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.2, torch.randn(N, H, generator=g))
 
 
-@pytest.mark.parametrize("after", [None, 4, 12, 40])
+@pytest.mark.parametrize("lam", [1.0, 0.8, 0.0])
 @pytest.mark.parametrize("with_keep", [False, True])
-def test_the_wrapper_computes_the_reference_advantage(fake_cupy, after, with_keep):
-    """T x N = 315 decisions: two blocks of 256 threads, the second partly out of range; K past H is clamped to H."""
+def test_the_wrapper_computes_the_reference_advantage(fake_cupy, lam, with_keep):
+    """T x N = 315 decisions: two blocks of 256 threads, the second partly out of range; N x (T + H - 1) = 810
+    diagonals: four blocks."""
     T, N, H = 7, 45, 12
     x = inputs(T, N, H)
     keep = (torch.arange(H) % 3 == 0).float() if with_keep else None
     advantage = kernels.advantage.load_cuda_advantage()
-    (kernel,) = fake_cupy["kernels"]
-    assert kernel.name == "p3o_advantage" and kernel.source == KERNEL.read_text() and kernel.library is not None  # compiled at load
-    parts = advantage(*x, after, keep)
-    assert parts.shape == (2, T, N) and parts.dtype == torch.float32
-    expected = reference_advantage(*x, after, keep)
-    torch.testing.assert_close(parts.double(), expected, atol=1e-5, rtol=1e-5)
-    assert fake_cupy["launches"] == [((2,), (256,))]
-    if after is not None and after < H:
-        assert expected[1].abs().max() > 0.1  # a far part to get right
-        if not with_keep:  # the default keep: no offset keeps its rewards, so the keep-all answer differs
-            assert not torch.allclose(parts.double(), reference_advantage(*x, after, torch.ones(H)), atol=1e-3)
+    assert [(k.name, k.source == KERNEL.read_text(), k.library is not None) for k in fake_cupy["kernels"]] == [
+        ("lambda_targets", True, True), ("p3o_advantage", True, True)]  # both compiled at load
+    got = advantage(*x, lam, keep)
+    assert got.shape == (T, N) and got.dtype == torch.float32
+    expected = reference_advantage(*x, lam, keep)
+    torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=1e-5)
+    assert fake_cupy["launches"] == [("lambda_targets", (4,), (256,)), ("p3o_advantage", (2,), (256,))]
+    if lam < 1 and not with_keep:  # the default keep: no offset keeps its rewards, so the keep-all answer differs
+        assert not torch.allclose(got.double(), reference_advantage(*x, lam, torch.ones(H)), atol=1e-3)
 
 
 def test_the_wrapper_reads_other_dtypes_and_strides(fake_cupy):
@@ -78,6 +85,6 @@ def test_the_wrapper_reads_other_dtypes_and_strides(fake_cupy):
     rewards, terminals, mu, sigma, tail_mu = inputs(T, N, H, seed=3)
     advantage = kernels.advantage.load_cuda_advantage()
     strided_mu = mu.transpose(0, 1).contiguous().transpose(0, 1)  # same values, other strides
-    parts = advantage(rewards.double(), terminals.double(), strided_mu, sigma.double(), tail_mu, 3)
-    torch.testing.assert_close(parts.double(), reference_advantage(rewards, terminals, mu, sigma, tail_mu, 3), atol=1e-5, rtol=1e-5)
-    assert fake_cupy["launches"] == [((1,), (256,))]
+    got = advantage(rewards.double(), terminals.double(), strided_mu, sigma.double(), tail_mu, 0.8)
+    torch.testing.assert_close(got.double(), reference_advantage(rewards, terminals, mu, sigma, tail_mu, 0.8), atol=1e-5, rtol=1e-5)
+    assert fake_cupy["launches"] == [("lambda_targets", (1,), (256,)), ("p3o_advantage", (1,), (256,))]

@@ -2,7 +2,7 @@
 ocean/ id) and PPO's (ppo_baseline.train) run two small iterations while tests/loop_capture.py records what the env
 gave, what the networks output, the minibatch order and every loss; each quantity of the second iteration is then
 recomputed the independent way (float64 loops from docs/algorithm.md, and from the PPO paper) and compared: the tie's
-keep mask, the advantage (near plus the far part centred per episode step), the value NLL (its pairs, its
+keep mask, the advantage (the lambda-returns, the kept offsets' rewards), the value NLL (its pairs, its
 denominator, the log-sigma term), the window loss, the clock table's step, GAE, PPO's clipped value loss, the
 clipped surrogate and the entropy bonus. Also: the Atari loop on an Ocean env ends with the Ocean loop's parameters,
 and the learned sigma moves the way the likelihood pulls it."""
@@ -16,17 +16,16 @@ import p3o_atari
 import p3o_ocean
 import ppo_baseline
 from advantage_impls import reference_advantage
-from loop_capture import Capture, centred_by_clock, gae, policy_terms, table_rows, tie_z, value_windows
+from loop_capture import Capture, gae, policy_terms, table_rows, tie_z, value_windows
 
 T, N, H = 64, 16, 64
 # lr 1e-2 and clip_coef 0.01: a share of the ratios leaves the clip range within two epochs, so the clipped surrogate differs from
 # the plain one (at 0.1 none does, and a min for the max goes unseen)
 SMALL = dict(num_envs=N, num_steps=T, num_minibatches=2, update_epochs=2, progress=False, save_interval=0, learning_rate=1e-2, seed=1, clip_coef=0.01)
 P3O_SCRIPTS = {"p3o_ocean.py": (p3o_ocean, ""), "p3o_atari.py": (p3o_atari, "ocean/")}
-# squared: episodes of 1 to 14 steps ending at random times, so windows end everywhere; with K = 8 some far targets
-# bootstrap from mu[t + K], the clock spans 0 .. 13 and the tail is read. delay: 66-step episodes that all envs share,
-# the rollout's tail, and the default K = 32.
-P3O_CASES = [("squared", dict(bootstrap_after=8, ent_coef=0.05)), ("delay", dict(delay=2, bootstrap_after=32, window_loss_coef=1.0))]
+# squared: episodes of 1 to 14 steps ending at random times, so windows end everywhere, the clock spans 0 .. 13 and
+# the tail is read. delay: 66-step episodes that all envs share, the rollout's tail, and the default lambda.
+P3O_CASES = [("squared", dict(td_lambda=0.5, ent_coef=0.05)), ("delay", dict(delay=2, window_loss_coef=1.0))]
 
 
 def close(actual, expected, what, rtol=1e-4, atol=1e-5):
@@ -43,7 +42,7 @@ def test_p3o_loop_computes_each_quantity_as_the_algorithm_says(script, env_name,
     capture = Capture(module, env_name, monkeypatch)
     args = module.Args(env_id=prefix + env_name, horizon=H, kernel="torch", total_timesteps=2 * N * T, **SMALL, **extra)
     module.train(args)
-    K, M, epochs = args.bootstrap_after, args.minibatch_size, args.update_epochs
+    M, epochs = args.minibatch_size, args.update_epochs
     value_rows = round(M * args.value_fraction)
     assert len(capture.steps) == 2 * T and len(capture.advantages) == 2 and len(capture.losses) == 2 * epochs * 2
 
@@ -62,7 +61,7 @@ def test_p3o_loop_computes_each_quantity_as_the_algorithm_says(script, env_name,
     close(advantage_call[2], mus, "mu (the head plus the clock table)", rtol=1e-6, atol=1e-6)
     close(advantage_call[3], sigma, "sigma", rtol=1e-6, atol=0)
     close(advantage_call[4], tail, "tail_mu", rtol=1e-6, atol=1e-6)
-    assert advantage_call[5] == K
+    assert advantage_call[5] == args.td_lambda
 
     # The tie: z from the residuals' correlation with the centred log-prob, and keep = z > 3
     z = tie_z(rewards, dones, mus, tail, r["logprobs"] + r["entropies"], valid)
@@ -70,15 +69,12 @@ def test_p3o_loop_computes_each_quantity_as_the_algorithm_says(script, env_name,
     keep = advantage_call[6].numpy()
     clear = np.abs(z - p3o_ocean.TIE_Z) > 1e-3  # away from the threshold, float32 and float64 agree on the side
     assert np.array_equal(keep[clear], (z > p3o_ocean.TIE_Z)[clear]), (keep, z)
-    assert clear[K:].any()
+    assert clear.any()
 
-    # The advantage: near plus far, far centred over the decisions made at the same step of their episodes
-    parts = reference_advantage(rewards, dones, mus, sigma.double(), tail, K, keep).numpy()
-    expected_advantages = (parts[0] + centred_by_clock(parts[1], clocks, valid)) * valid
-    close(capture.calls["centre"][-1]["args"][1], clocks, "clocks", rtol=0, atol=0)
+    # The advantage: the lambda-returns' weighted residuals, the kept offsets' rewards; autoreset steps get none
+    expected_advantages = reference_advantage(rewards, dones, mus, sigma.double(), tail, args.td_lambda, keep).numpy() * valid
     close(capture.advantages[-1], expected_advantages, "advantages", rtol=1e-4, atol=1e-4)
-    assert np.abs(parts[1]).max() > 1e-3  # the far part is there to centre
-    assert capture.scalars["charts/tied_offsets"][-1][1] == keep[K:].sum()
+    assert capture.scalars["charts/tied_offsets"][-1][1] == keep.sum()
 
     # The update: every minibatch's loss, from the forward passes it made
     targets, window, inside = value_windows(rewards, dones, H)
@@ -183,7 +179,7 @@ def test_ppo_solves_an_easy_ocean_env(tmp_path, monkeypatch):
     assert played["score"] >= 0.9, played
 
 
-@pytest.mark.parametrize("env_name, extra", [("squared", dict(bootstrap_after=8)), ("delay", dict(delay=2))])
+@pytest.mark.parametrize("env_name, extra", [("squared", dict(td_lambda=0.5)), ("delay", dict(delay=2))])
 def test_the_atari_loop_on_an_ocean_env_ends_where_the_ocean_loop_does(env_name, extra, tmp_path, monkeypatch):
     """p3o_atari.train on ocean/NAME and p3o_ocean.train on NAME, same arguments, four iterations on the CPU: the same
     parameters, bit for bit (the verbatim test covers the shared functions; this covers the loops around them)."""

@@ -17,11 +17,11 @@ import ppo_baseline
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {"p3o_atari.py": p3o_atari, "ppo_baseline.py": ppo_baseline}
-# ocean/delay (episodes of 68 steps, cut by every rollout) at H = 16 with the far targets from offset 4: the tie's
-# z-scores, the far part's centring per episode step and the clock table all run. 2 ranks x 4 envs x 16 steps.
+# ocean/delay (episodes of 68 steps, cut by every rollout) at H = 16: the tie's z-scores, the lambda-returns over the
+# rollout's tail and the clock table all run. 2 ranks x 4 envs x 16 steps.
 FLAGS = ["--env-id", "ocean/delay", "--num-envs", "8", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "2",
          "--learning-rate", "1e-2", "--no-progress", "--seed", "3"]
-P3O_FLAGS = ["--horizon", "16", "--bootstrap-after", "4"]
+P3O_FLAGS = ["--horizon", "16"]
 
 
 def torchrun(out, script, *flags, nproc=2):
@@ -70,14 +70,13 @@ def join(name, inputs):
         return [a[0].clone()] + [torch.cat([x, y]) for x, y in zip(a[1:], b[1:])]
     if name == "tie_z":  # rewards, terminals, mu [T, N, ...]; tail_mu [N, H]; score, valid [T, N]
         return [torch.cat([x, y], dim=0 if i == 3 else 1) for i, (x, y) in enumerate(zip(a, b))]
-    return [torch.cat([x, y], dim=1) for x, y in zip(a, b)]  # window_sum_variance, centre_by_clock: [T, N, ...]
+    return [torch.cat([x, y], dim=1) for x, y in zip(a, b)]  # window_sum_variance: [T, N, ...]
 
 
 def test_every_statistic_is_the_global_batchs(launch):
     """Each call of a function that takes a statistic over the batch, on each rank, equals the same function run in
     one process on both ranks' inputs joined: advantage normalisation, losses, KL and clip fraction (masked_mean),
-    explained variance, the window loss's variance, the tie's z-scores, the far part's centring per episode step,
-    and the clock table's step."""
+    explained variance, the window loss's variance, the tie's z-scores and the clock table's step."""
     _, _, ranks = launch
     calls = [rank["calls"] for rank in ranks]
     assert [name for name, _, _ in calls[0]] == [name for name, _, _ in calls[1]]
@@ -89,17 +88,12 @@ def test_every_statistic_is_the_global_batchs(launch):
             expected = join(name, [inputs0, inputs1])[0]
             p3o_atari.step_clock_table(expected, *join(name, [inputs0, inputs1])[1:])
             assert torch.equal(result0, result1)  # one table on every rank
-        elif name == "centre_by_clock":
-            result0 = torch.cat([result0, result1], dim=1)  # each rank centres its own decisions
-        if name != "centre_by_clock":
-            for result in (result0, result1):
-                if isinstance(expected, float):
-                    assert (math.isnan(expected) and math.isnan(result)) or math.isclose(result, expected, rel_tol=1e-4, abs_tol=1e-5), name
-                else:
-                    assert torch.allclose(result, expected, rtol=1e-4, atol=1e-5), name
-        else:
-            assert torch.allclose(result0, expected, rtol=1e-4, atol=1e-5), name
-    assert seen == {"masked_mean", "explained_variance", "window_sum_variance", "tie_z", "centre_by_clock", "step_clock_table"}
+        for result in (result0, result1):
+            if isinstance(expected, float):
+                assert (math.isnan(expected) and math.isnan(result)) or math.isclose(result, expected, rel_tol=1e-4, abs_tol=1e-5), name
+            else:
+                assert torch.allclose(result, expected, rtol=1e-4, atol=1e-5), name
+    assert seen == {"masked_mean", "explained_variance", "window_sum_variance", "tie_z", "step_clock_table"}
     # Control: a rank's statistic is not its own batch's alone (the ranks' batches differ).
     name, inputs, result = next(call for call in calls[1] if call[0] == "window_sum_variance")
     assert not torch.allclose(p3o_atari.window_sum_variance(*inputs), result)
@@ -209,11 +203,12 @@ def script_before(script, tmp_path):
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_a_plain_run_is_unchanged(script, tmp_path, monkeypatch):
-    """The same flags through the script before and after: the same parameters and Adam state, bit for bit."""
+    """The same flags through the script before and after: the same parameters and Adam state, bit for bit. P3O at
+    lam = 1 against the Monte-Carlo advantage of that commit (its K = H, nothing bootstrapped): both are the rewards'."""
     monkeypatch.chdir(tmp_path)
     states = []
-    for module in (script_before(script, tmp_path), SCRIPTS[script]):
-        own = dict(horizon=16, bootstrap_after=4) if script == "p3o_atari.py" else {}
+    for when, module in (("before", script_before(script, tmp_path)), ("now", SCRIPTS[script])):
+        own = dict(horizon=16, **(dict(bootstrap_after=16) if when == "before" else dict(td_lambda=1.0))) if script == "p3o_atari.py" else {}
         args = module.Args(env_id="ocean/delay", num_envs=8, num_steps=16, num_minibatches=2, update_epochs=2, learning_rate=1e-2, total_timesteps=128 * 4, progress=False, seed=3, **own)
         result = module.train(args)
         states.append(torch.load(tmp_path / "runs" / result["run"] / "checkpoint.pt", weights_only=True))

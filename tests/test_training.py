@@ -191,18 +191,20 @@ def test_the_clock_counts_each_envs_decisions_since_its_episode_began(tmp_path, 
     """--clock: the clock of a decision is 0 at its episode's first step and one more at each later one, across
     iterations; squared's episodes end at random steps."""
     monkeypatch.chdir(tmp_path)
-    seen = []
-    original_centre, original_advantage = p3o_ocean.centre_by_clock, p3o_ocean.p3o_advantage
+    seen, rollout_clocks = [], []
+    original_clock_mu, original_advantage = p3o_ocean.Agent.clock_mu, p3o_ocean.p3o_advantage
 
-    def centre_spy(x, clocks, valid):
-        seen[-1]["clocks"] = clocks.clone()
-        return original_centre(x, clocks, valid)
+    def clock_mu_spy(agent, clock):  # the rollout's (and the tail's) calls take one clock per env, the update's more
+        if clock.shape == (16,):
+            rollout_clocks.append(clock.clone())
+        return original_clock_mu(agent, clock)
 
     def advantage_spy(rewards, terminals, *args, **kwargs):
-        seen.append({"terminals": terminals.clone()})
+        seen.append({"terminals": terminals.clone(), "clocks": torch.stack(rollout_clocks[:32])})  # the tail's is 33rd
+        rollout_clocks.clear()
         return original_advantage(rewards, terminals, *args, **kwargs)
 
-    monkeypatch.setattr(p3o_ocean, "centre_by_clock", centre_spy)
+    monkeypatch.setattr(p3o_ocean.Agent, "clock_mu", clock_mu_spy)
     monkeypatch.setattr(p3o_ocean, "p3o_advantage", advantage_spy)
     train(Args(env_id="squared", horizon=8, clock=True, kernel="torch", num_envs=16, num_steps=32, num_minibatches=2, total_timesteps=3 * 16 * 32, progress=False, save_interval=0))
     assert len(seen) == 3

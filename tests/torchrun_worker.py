@@ -15,7 +15,7 @@ import textwrap
 
 import torch
 
-STATISTICS = ("masked_mean", "explained_variance", "window_sum_variance", "tie_z", "centre_by_clock", "step_clock_table")
+STATISTICS = ("masked_mean", "explained_variance", "window_sum_variance", "tie_z", "step_clock_table")
 
 
 def detached(value):

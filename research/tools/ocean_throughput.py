@@ -42,12 +42,12 @@ def time_twin(T, N, H, repeats):
     mu = torch.randn(T, N, H, generator=g)
     sigma = torch.rand(H, generator=g) + 0.5
     tail_mu = torch.randn(N, H, generator=g)
-    after = p3o_ocean.Args.bootstrap_after  # as the script calls it, with no offset kept
-    p3o_ocean.p3o_advantage(rewards, terminals, mu, sigma, tail_mu, after)
+    lam = p3o_ocean.Args.td_lambda  # as the script calls it, with no offset kept
+    p3o_ocean.p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        p3o_ocean.p3o_advantage(rewards, terminals, mu, sigma, tail_mu, after)
+        p3o_ocean.p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam)
         times.append(time.perf_counter() - start)
     return times
 
