@@ -201,7 +201,10 @@ def test_grid_pictures_colour_each_cell_by_its_last_set_channel():
 # ---------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("script", MODULES)
 def test_capture_video_without_eval_checkpoint_is_refused(script, tmp_path):
-    run = run_script(ROOT / script, "--capture-video", cwd=tmp_path)
+    # a tiny run, should the refusal fail: then the test fails in a second, where the defaults would train for hours
+    tiny = ["--env-id", f"{OCEAN[script]}bandit", "--num-envs", "2", "--num-steps", "4", "--num-minibatches", "1",
+            "--total-timesteps", "8", "--no-progress"]
+    run = run_script(ROOT / script, "--capture-video", *tiny, cwd=tmp_path)
     assert run.returncode == 2
     fix = "add --eval-checkpoint runs/{run}/checkpoint.pt"
     assert run.stderr == f"{script}: error: --capture-video records an evaluation: {fix}\n"
