@@ -35,6 +35,26 @@ def train_tiny(script, tmp_path, monkeypatch, **args):
     return str(Path("runs") / result["run"] / "checkpoint.pt")
 
 
+def squared_checkpoint(script, tmp_path, monkeypatch, policy):
+    """A squared checkpoint of `script` whose policy is set by hand, every other weight 0, and its run's name. "stays"
+    always stays. "seeks", greedy, steps toward the target, so an episode lasts the target's distance from the centre
+    (1 to 6 decisions): its trunk reads the target's row and column less the agent's (linear in the one-hot planes)
+    through two tanh units, and the actor moves along either that is not 0."""
+    trained = torch.load(train_tiny(script, tmp_path, monkeypatch, env_id=f"{OCEAN[script]}squared"), weights_only=True)
+    model = {name: torch.zeros_like(value) for name, value in trained["model"].items()}
+    if policy == "stays":
+        model["actor.bias"][0] = 20.0  # action 0: stay
+    else:
+        rows, cols = (torch.arange(49) // 7).float(), (torch.arange(49) % 7).float()
+        model["network.0.weight"][:2] = 3.0 * torch.stack([torch.cat([-rows, rows]), torch.cat([-cols, cols])])
+        model["network.2.weight"][0, 0] = model["network.2.weight"][1, 1] = 3.0
+        moves = [[-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]]  # up, down, left, right: their rows and columns
+        model["actor.weight"][1:, :2] = 10.0 * torch.tensor(moves)
+    path = tmp_path / "runs" / trained["run_name"] / f"{policy}.pt"
+    torch.save({**trained, "model": model}, path)
+    return str(path), trained["run_name"]
+
+
 def recording(monkeypatch, env_class):
     """Every observation the evaluation's envs hand out (the reset's, then each step's), with whether the step that
     handed it out ended an episode (a lost life included) and the episode lengths that step reported."""
@@ -118,14 +138,17 @@ def check_videos(result, episodes, draw, stdout, run_folder):
 @pytest.mark.parametrize("script", MODULES)
 def test_squared_videos_show_each_decision(script, tmp_path, monkeypatch, capsys):
     """The Ocean env squared (every step a decision): its 7x7 grid, the agent in the palette's first colour and the
-    target in its second, scaled 23 times."""
+    target in its second, scaled 23 times. Episodes of different lengths, so an env that finished first must stop
+    adding frames while the others play on."""
     module = MODULES[script]
-    path = train_tiny(script, tmp_path, monkeypatch, env_id=f"{OCEAN[script]}squared")
+    path, run_name = squared_checkpoint(script, tmp_path, monkeypatch, "seeks")
     log = recording(monkeypatch, p3o_ocean.Squared)
     capsys.readouterr()
-    result = module.evaluate(module.Args(eval_checkpoint=path, eval_episodes=4, capture_video=True))
+    result = module.evaluate(module.Args(eval_checkpoint=path, eval_episodes=6, eval_greedy=True, capture_video=True))
+    episodes = first_episodes(log)
+    assert result["return"] == 1.0 and len({length for _, length in episodes}) > 1, episodes  # each reached its target
     draw = lambda obs: drawn_grid(obs.view(2, 7, 7))  # noqa: E731 (the agent's plane, then the target's)
-    check_videos(result, first_episodes(log), draw, capsys.readouterr().out, Path(path).parent)
+    check_videos(result, episodes, draw, capsys.readouterr().out, Path("runs") / run_name)
     first = gif_pictures(result["videos"][0], 7, 7)[0]
     assert (first[3, 3] == p3o_ocean.VIDEO_PALETTE[0]).all()  # the agent starts at the centre
 
@@ -135,17 +158,13 @@ def test_identical_pictures_stay_one_frame_each(script, tmp_path, monkeypatch):
     """A policy that always stays on squared: 14 decisions (the truncation), 14 identical pictures, which Pillow's
     GIF encoder would merge into one frame (the control); each stays a frame. From the command line, as a user runs
     it."""
-    trained = torch.load(train_tiny(script, tmp_path, monkeypatch, env_id=f"{OCEAN[script]}squared"), weights_only=True)
-    model = {name: torch.zeros_like(value) for name, value in trained["model"].items()}
-    model["actor.bias"][0] = 20.0  # action 0: stay
-    stays = tmp_path / "runs" / trained["run_name"] / "stays.pt"
-    torch.save({**trained, "model": model}, stays)
+    stays, run_name = squared_checkpoint(script, tmp_path, monkeypatch, "stays")
     flags = ["--eval-checkpoint", stays, "--eval-episodes", "2", "--eval-greedy", "--capture-video"]
     run = run_script(ROOT / script, *flags, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     paths = [line[len("video: ") :] for line in run.stdout.splitlines() if line.startswith("video: ")]
-    folder = f"runs/{trained['run_name']}/videos"
-    assert paths == [f"{folder}/step{trained['global_step']}-seed1-greedy-{i}.gif" for i in range(2)]
+    step = TINY["num_envs"] * TINY["num_steps"]  # the checkpoint's
+    assert paths == [f"runs/{run_name}/videos/step{step}-seed1-greedy-{i}.gif" for i in range(2)]
     for path in paths:
         pictures = gif_pictures(tmp_path / path, 7, 7)
         assert len(pictures) == 14
