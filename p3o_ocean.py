@@ -5,6 +5,7 @@
     python p3o_ocean.py                                  # the whole suite in sequence, then a table
     python p3o_ocean.py --env-id delay --delay 32        # one env
     python p3o_ocean.py --env-id spread --horizon 32 --no-clock
+    python p3o_ocean.py --eval-checkpoint runs/{run}/checkpoint.pt --capture-video  # squared: runs/{run}/videos/*.gif
     tensorboard --logdir runs
 """
 import difflib

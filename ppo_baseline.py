@@ -6,6 +6,7 @@
     python ppo_baseline.py                                               # Breakout-v5, 10M steps
     python ppo_baseline.py --env-id Pong-v5 --seed 2 --total-timesteps 200000
     python ppo_baseline.py --env-id ocean/delay --num-envs 256 --learning-rate 3e-3 --total-timesteps 1000000
+    python ppo_baseline.py --eval-checkpoint runs/{run}/checkpoint.pt --capture-video  # GIFs in runs/{run}/videos/
     tensorboard --logdir runs
 """
 import difflib
