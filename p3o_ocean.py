@@ -939,7 +939,8 @@ def load_checkpoint(path, flag):
     unknown = set(checkpoint["args"]) - set(Args.__dataclass_fields__)
     if unknown:
         fail(f"its args {sorted(unknown)} are unknown to this version of {Path(__file__).name}")
-    missing = set(Args.__dataclass_fields__) - set(checkpoint["args"]) - {"capture_video"}  # evaluation's alone
+    # --capture-video is evaluation's alone, no part of a run: checkpoints written before it existed still resume
+    missing = set(Args.__dataclass_fields__) - set(checkpoint["args"]) - {"capture_video"}
     if missing and flag == "--resume":  # flags added since: their defaults could change the run's algorithm midway
         fail(f"written before {Path(__file__).name} had {sorted(missing)}: resume it with the version that wrote it")
     written, world_size = 1 + len(checkpoint.get("ranks", [])), int(os.environ.get("WORLD_SIZE", 1))
