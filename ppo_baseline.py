@@ -6,6 +6,7 @@
     python ppo_baseline.py                                               # Breakout-v5, 10M steps
     python ppo_baseline.py --env-id Pong-v5 --seed 2 --total-timesteps 200000
     python ppo_baseline.py --env-id ocean/delay --num-envs 256 --learning-rate 3e-3 --total-timesteps 1000000
+    python ppo_baseline.py --eval-checkpoint runs/{run}/checkpoint.pt --capture-video  # GIFs in runs/{run}/videos/
     tensorboard --logdir runs
 """
 import difflib
@@ -56,6 +57,8 @@ class Args:
     """episodes played by --eval-checkpoint (one per env, in parallel; Atari: whole games)"""
     eval_greedy: bool = False
     """if toggled, --eval-checkpoint takes the most probable action instead of sampling"""
+    capture_video: bool = False
+    """if toggled, --eval-checkpoint writes each episode it plays as a GIF to runs/{run_name}/videos/"""
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
@@ -172,6 +175,12 @@ class AtariEnvs:
         info = {"episode_return": episode_return, "episode_length": episode_length, "score": episode_return}  # an Atari game's score is its raw return
         return obs, reward, terminated, truncated, info
 
+    def pictures(self, obs):
+        """--capture-video: the newest of the four stacked 84x84 frames the agent sees, grey. Returns [N, 84, 84, 3]
+        uint8, a view of the grey frames: a long game's pictures stay at a byte a pixel."""
+        grey = obs[:, -1].cpu().numpy()
+        return np.broadcast_to(grey[..., None], (*grey.shape, 3))
+
 
 class GymnasiumEnvs:
     """Any Gymnasium env with a discrete action space (MinAtar's games, CartPole, ...) in the same interface, through
@@ -220,6 +229,11 @@ class GymnasiumEnvs:
         )
         info = {"episode_return": episode_return, "episode_length": episode_length, "score": episode_return}
         return self.observation(obs), reward, terminated, truncated, info
+
+    def pictures(self, obs):
+        """--capture-video: MinAtar's grids of channels, a colour each (video_refusal lets no other Gymnasium env
+        this far). Returns [N, 10, 10, 3] uint8."""
+        return grid_pictures(obs.cpu().numpy())
 
 
 def import_gymnasium(env_id):
@@ -468,7 +482,8 @@ def load_checkpoint(path, flag):
     unknown = set(checkpoint["args"]) - set(Args.__dataclass_fields__)
     if unknown:
         fail(f"its args {sorted(unknown)} are unknown to this version of {Path(__file__).name}")
-    missing = set(Args.__dataclass_fields__) - set(checkpoint["args"])
+    # --capture-video is evaluation's alone, no part of a run: checkpoints written before it existed still resume
+    missing = set(Args.__dataclass_fields__) - set(checkpoint["args"]) - {"capture_video"}
     if missing and flag == "--resume":  # flags added since: their defaults could change the run's algorithm midway
         fail(f"written before {Path(__file__).name} had {sorted(missing)}: resume it with the version that wrote it")
     written, world_size = 1 + len(checkpoint.get("ranks", [])), int(os.environ.get("WORLD_SIZE", 1))
@@ -546,6 +561,8 @@ def check_args(args):
         errors.append(f"--save-interval must be >= 0 (0: no checkpoints), got {args.save_interval}")
     if args.eval_episodes < 1:
         errors.append(f"--eval-episodes must be >= 1, got {args.eval_episodes}")
+    if args.capture_video and not args.eval_checkpoint:
+        errors.append("--capture-video records an evaluation: add --eval-checkpoint runs/{run}/checkpoint.pt")
     # PPO: its own flags
     for name in ("gamma", "gae_lambda"):
         if not 0.0 <= getattr(args, name) <= 1.0:
@@ -836,11 +853,87 @@ def train(args, checkpoint=None):
     return {"env": args.env_id, "return": float(np.mean(avg_returns)) if avg_returns else float("nan"), "score": float(np.mean(avg_scores)) if avg_scores else float("nan"), "episodes": len(avg_returns), "steps": global_step, "SPS": int((global_step - start_step) / (time.time() - start_time)), "phases": dict(timer.totals), "run": run_name}
 
 
+# ---------------------------------------------------------------------------------------------------------
+# --capture-video: each evaluated episode as an animated GIF, one frame per decision, the observation the policy
+# saw when it made it (a reset step's observation is not one: its action is ignored)
+# ---------------------------------------------------------------------------------------------------------
+# A grid's cell takes the colour of its last set channel, c's being VIDEO_PALETTE[c % 10] (matplotlib's tab10), or
+# black where none is set. Pictures are scaled up by a whole factor to at least VIDEO_SIZE pixels, above a caption
+# strip; 70 ms a frame is about real time on Atari (60 frames a second, 4 a decision).
+VIDEO_PALETTE = np.array([[31, 119, 180], [255, 127, 14], [44, 160, 44], [214, 39, 40], [148, 103, 189], [140, 86, 75],
+                          [227, 119, 194], [127, 127, 127], [188, 189, 34], [23, 190, 207]], dtype=np.uint8)
+VIDEO_SIZE, VIDEO_CAPTION, VIDEO_FRAME_MS = 160, 16, 70
+
+
+def grid_pictures(grids):
+    """Grids of channels (MinAtar's, squared's) as pictures, a colour a channel. Shapes: grids [N, C, H, W] (numpy,
+    any dtype, set where non-zero). Returns [N, H, W, 3] uint8."""
+    channels, lit = grids.shape[1], grids != 0
+    top = np.where(lit.any(1), channels - lit[:, ::-1].argmax(1), 0)  # 1 + the last set channel, 0 where none
+    colours = np.concatenate([np.zeros((1, 3), np.uint8), VIDEO_PALETTE[np.arange(channels) % len(VIDEO_PALETTE)]])
+    return colours[top]
+
+
+def record_frames(frames, envs, obs, recording):
+    """Append the picture of obs[i] to frames[i] for each env i that is recording (bool tensor [N]: its first episode
+    still runs) and decides this step, which it does unless it spends the step on a reset (EnvPool, Gymnasium)."""
+    deciding = recording.cpu().numpy()
+    if envs.autoreset_next_step:
+        deciding = deciding & ~np.asarray(envs.resetting)
+    pictures = envs.pictures(obs[torch.from_numpy(deciding).to(obs.device)])
+    for i, picture in zip(np.flatnonzero(deciding), pictures):
+        frames[i].append(picture)
+
+
+def save_videos(episodes, folder, name):
+    """Write each episode's pictures ({index: a list of [H, W, 3] uint8}) to {folder}/{name}-{index}.gif, a frame a
+    picture, captioned with its decision's number ("7/120"). The caption keeps consecutive frames distinct: Pillow's
+    encoder merges identical ones into one longer frame, and a frame must stay a decision. Returns the paths."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    os.makedirs(folder, exist_ok=True)
+    font, paths = ImageFont.load_default(), []
+    for index, pictures in episodes.items():
+        height, width = pictures[0].shape[:2]
+        scale = -(-VIDEO_SIZE // max(height, width))
+
+        def frame(t):
+            picture = Image.fromarray(np.ascontiguousarray(pictures[t]))
+            image = Image.new("RGB", (width * scale, height * scale + VIDEO_CAPTION), (40, 40, 40))
+            image.paste(picture.resize((width * scale, height * scale), Image.Resampling.NEAREST))
+            caption = f"{t + 1}/{len(pictures)}"
+            ImageDraw.Draw(image).text((4, height * scale + 2), caption, fill=(255, 255, 255), font=font)
+            return image
+
+        paths.append(f"{folder}/{name}-{index}.gif")
+        # a generator: Pillow keeps its own palette copy of each frame, a long game need not be held twice
+        rest = (frame(t) for t in range(1, len(pictures)))
+        frame(0).save(paths[-1], save_all=True, append_images=rest, duration=VIDEO_FRAME_MS, loop=0)
+    return paths
+
+
+def video_refusal(env_id):
+    """Why --capture-video cannot draw this env, in one line that says what to do, or None: it draws EnvPool's Atari
+    frames, MinAtar's grids and the Ocean envs that have a picture (p3o_ocean.py's `pictures`)."""
+    from p3o_ocean import OCEAN_ENVS
+
+    drawn = [f"ocean/{name}" for name, env in OCEAN_ENVS.items() if hasattr(env, "pictures")]
+    if env_id in atari_ids() or env_id.startswith("MinAtar/") or env_id in drawn:
+        return None
+    return (f"--capture-video draws EnvPool's Atari games, MinAtar's and {', '.join(drawn)}, not {env_id} (Gymnasium's "
+            f"rgb_array rendering is not wired in): evaluate it without --capture-video")
+
+
 def evaluate(args):
     """Play --eval-episodes episodes (Atari: whole games), one per env, with the policy of --eval-checkpoint;
-    print and return the mean and std of their return and score."""
+    print and return the mean and std of their return and score. --capture-video: each episode also as a GIF in
+    the checkpoint's run folder, runs/{run_name}/videos/ (save_videos), its path printed and returned."""
     checkpoint = load_checkpoint(args.eval_checkpoint, "--eval-checkpoint")
     run_args = Args(**checkpoint["args"])
+    refusal = video_refusal(run_args.env_id) if args.capture_video else None
+    if refusal:  # before any env or model is built
+        print(f"{Path(__file__).name}: error: {refusal}", file=sys.stderr)
+        sys.exit(2)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     torch.manual_seed(args.seed)
     envs = make_envs(replace(run_args, num_envs=args.eval_episodes, seed=args.seed), device)
@@ -849,8 +942,11 @@ def evaluate(args):
     agent.load_state_dict(checkpoint["model"])
     returns = torch.full((args.eval_episodes,), float("nan"), device=device)
     scores = returns.clone()
+    frames = [[] for _ in range(args.eval_episodes)] if args.capture_video else None  # each env's first episode
     with torch.no_grad():
         for _ in range(100_000):  # a cap, so a policy that never ends an episode cannot hang the evaluation
+            if frames is not None:
+                record_frames(frames, envs, next_obs, returns.isnan())
             logits = agent.get_logits(next_obs)
             action = logits.argmax(-1) if args.eval_greedy else Categorical(logits=logits).sample()
             next_obs, _, _, _, infos = envs.step(action)
@@ -865,6 +961,12 @@ def evaluate(args):
     policy = "greedy" if args.eval_greedy else "sampled"
     print(f"{run_args.env_id}: {result['episodes']} episodes, {policy} policy of {args.eval_checkpoint} (step {checkpoint['global_step']:,}): "
           f"return {result['return']:.3f} +- {result['return_std']:.3f}, score {result['score']:.3f} +- {result['score_std']:.3f}", flush=True)
+    if frames is not None:
+        episodes = {i: frames[i] for i in np.flatnonzero(done.cpu().numpy())}
+        name = f"step{checkpoint['global_step']}-seed{args.seed}-{policy}"
+        result["videos"] = save_videos(episodes, f"runs/{checkpoint['run_name']}/videos", name)
+        for path in result["videos"]:
+            print(f"video: {path}", flush=True)
     return result
 
 

@@ -31,6 +31,7 @@ EVAL_CLI = "tests/test_checkpoints.py::test_eval_plays_the_checkpoints_policy_fr
 OCEAN_POISON = "tests/test_training.py::test_autoreset_steps_are_masked_out_of_every_loss"
 OCEAN_MASKED = "tests/test_training.py::test_autoreset_steps_are_masked"
 KERNEL_WRAPPER = "tests/test_kernel_wrapper.py"
+VIDEO = "tests/test_video.py"
 
 # (name, file, old snippet, new snippet, the tests to run: files or node ids)
 MUTANTS = [
@@ -79,6 +80,27 @@ MUTANTS = [
     ("gymnasium_grid_not_channels_first", "p3o_atari.py", "obs = np.moveaxis(obs, -1, 1) if obs.ndim == 4 else obs", "obs = obs", [GYMNASIUM]),
     ("gymnasium_minatar_network_width", "p3o_atari.py", "(obs_shape[2] - 2), 128)),\n            nn.ReLU(),\n        ), 128, 1.0", "(obs_shape[2] - 2), 64)),\n            nn.ReLU(),\n        ), 64, 1.0", [GYMNASIUM]),
     ("kernel_wrapper_default_keep_all", "kernels/advantage.py", "torch.zeros(H, device=mu.device) if keep is None", "torch.ones(H, device=mu.device) if keep is None", [KERNEL_WRAPPER]),
+    # --capture-video (issue 66): a frame per decision, the decision's own observation, and the refusals
+    ("video_reset_step_recorded", "ppo_baseline.py", "deciding = deciding & ~np.asarray(envs.resetting)",
+     "deciding = deciding",
+     [f"{VIDEO}::test_atari_videos_skip_the_reset_steps"]),
+    ("video_frame_after_the_step", "p3o_ocean.py",
+     "record_frames(frames, envs, next_obs, returns.isnan())\n            logits = agent.get_logits(next_obs)\n"
+     "            action = logits.argmax(-1) if args.eval_greedy else Categorical(logits=logits).sample()\n"
+     "            next_obs, _, _, _, infos = envs.step(action)\n",
+     "pass\n            logits = agent.get_logits(next_obs)\n"
+     "            action = logits.argmax(-1) if args.eval_greedy else Categorical(logits=logits).sample()\n"
+     "            next_obs, _, _, _, infos = envs.step(action)\n"
+     "            record_frames(frames, envs, next_obs, returns.isnan())\n",
+     [f"{VIDEO}::test_squared_videos_show_each_decision"]),
+    ("video_recorded_past_the_episode", "p3o_atari.py", "record_frames(frames, envs, next_obs, returns.isnan())",
+     "record_frames(frames, envs, next_obs, torch.ones_like(returns, dtype=torch.bool))",
+     [f"{VIDEO}::test_squared_videos_show_each_decision", f"{VIDEO}::test_minatar_videos_show_each_decision"]),
+    ("video_identical_frames_merged", "p3o_atari.py", "ImageDraw.Draw(image).text(",
+     "0 and ImageDraw.Draw(image).text(",
+     [f"{VIDEO}::test_identical_pictures_stay_one_frame_each"]),
+    ("video_refusal_skipped", "p3o_ocean.py", "    if refusal:  # before any env or model is built", "    if False:",
+     [f"{VIDEO}::test_an_env_without_a_picture_is_refused_before_anything_is_built"]),
 ]
 
 
