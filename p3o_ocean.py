@@ -1110,9 +1110,9 @@ def train(args, checkpoint=None):
             sigma = agent.log_sigma.clamp(-10, 10).exp()
             tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device))
             # The targets are the lambda-returns, bootstrapped at every step, except at the offsets whose residual
-            # the action measurably moves (z > TIE_Z): those keep their rewards.
+            # the action measurably moves (z > TIE_Z): those keep their rewards. Autoreset steps are not decisions.
             keep = tie_z(rewards, terminals, mus, tail_mu, logprobs + entropies, real) > TIE_Z
-            advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.td_lambda, keep) * valid  # autoreset steps are not decisions
+            advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.td_lambda, keep) * valid
         # A non-finite mu or sigma makes its decision's advantage non-finite (every weight is above 0), so checking
         # the advantages covers them, at a fraction of the cost of reading all of mu (24 ms an iteration at H = 128)
         bad = first_nonfinite(rewards=rewards, advantages=advantages)
