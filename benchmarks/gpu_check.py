@@ -221,11 +221,10 @@ def against_twin(kernel, device, smoke):
     at the default lam (every third offset kept): the number of cases, the largest |difference| and its case, and the
     names of the cases outside the tolerance (or not finite)."""
     worst, worst_case, outside = 0.0, None, []
-    count = 0
+    count, default = 0, p3o_ocean.Args.td_lambda
     for case, inputs in parity_cases(smoke):
         H = inputs[2].shape[-1]
-        lam = p3o_ocean.Args.td_lambda
-        for name, lam, keep in ((f"{case}, lam=1", 1.0, None), (f"{case}, lam={lam}", lam, torch.arange(H) % 3 == 0)):
+        for name, lam, keep in ((f"{case}, lam=1", 1.0, None), (f"{case}, lam={default}", default, torch.arange(H) % 3 == 0)):
             on = [x.to(device) for x in inputs] + [lam, keep.to(device) if keep is not None else None]
             kernel_a, twin_a = kernel(*on).cpu(), p3o_ocean.p3o_advantage(*on).cpu()
             count += 1
@@ -259,7 +258,7 @@ def kernel_step(book):
     terminals, sigma = (torch.rand(T, N, generator=g) < 0.01).float(), torch.rand(H, generator=g) + 0.5
     rewards, terminals, mu, sigma, tail_mu = (x.to(book.device) for x in (rewards, terminals, mu, sigma, tail_mu))
     # As the scripts call it: the default lam, every tenth offset kept. The first kernel reads mu and writes the targets,
-    # the second reads both: mu's bytes three times in all.
+    # the second reads both: mu's bytes four times in all.
     keep = (torch.arange(H) % 10 == 0).to(book.device)
     inputs = (rewards, terminals, mu, sigma, tail_mu, p3o_ocean.Args.td_lambda, keep)
     copy = torch.empty_like(mu)
@@ -270,7 +269,7 @@ def kernel_step(book):
         "twin": seconds_per_call(book, lambda: p3o_ocean.p3o_advantage(*inputs), max(1, calls // 4), warmup=1),
     }
     mu_bytes = mu.numel() * mu.element_size()
-    kernel_gbps = mu_bytes / seconds["kernel"] / 1e9  # mu's size over the time (the kernels move three times that)
+    kernel_gbps = mu_bytes / seconds["kernel"] / 1e9  # mu's size over the time (the kernels move four times that)
     copy_gbps = 2 * mu_bytes / seconds["copy"] / 1e9  # a copy reads and writes
     record = {"kernel": kernel_name, "device": book.device.type, "T": T, "N": N, "H": H, "mu_bytes": mu_bytes,
               "kernel_ms": round(seconds["kernel"] * 1e3, 4), "copy_ms": round(seconds["copy"] * 1e3, 4), "twin_ms": round(seconds["twin"] * 1e3, 4),

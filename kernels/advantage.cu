@@ -12,11 +12,12 @@
 //
 // lambda_targets writes target[T, N, H]; p3o_advantage reads it. Each y[t, j] depends only on y[t + 1, j - 1],
 // so the recursion runs along the diagonals t + j = s: one thread per (n, s), walking t down from s, O(H) each.
-// Neighbouring threads take neighbouring diagonals of one env, so at each t they read and write neighbouring
-// offsets (coalesced). sigma is clamped to [e^-10, e^10], the range training keeps log_sigma in, so sigma = 0
-// gives large but finite weights instead of inf - inf = NaN. Arrays are contiguous float32: rewards, terminals
-// [T, N]; mu, target [T, N, H]; sigma, keep [H]; tail_mu [N, H]; advantages [T, N]. The same source builds for
-// the CPU with kernels/host_shim.h.
+// Neighbouring threads take neighbouring diagonals of one env: at each step they are at the same offset j of
+// neighbouring decisions, N * H floats apart, so their reads of mu and writes of target are not coalesced (not yet
+// measured on a GPU; p3o_advantage's rows are H floats apart likewise). sigma is clamped to [e^-10, e^10], the range
+// training keeps log_sigma in, so sigma = 0 gives large but finite weights instead of inf - inf = NaN. Arrays are
+// contiguous float32: rewards, terminals [T, N]; mu, target [T, N, H]; sigma, keep [H]; tail_mu [N, H]; advantages
+// [T, N]. The same source builds for the CPU with kernels/host_shim.h.
 
 extern "C" __global__ void lambda_targets(
     const float* __restrict__ rewards, const float* __restrict__ terminals, const float* __restrict__ mu,
@@ -37,7 +38,8 @@ extern "C" __global__ void lambda_targets(
     for (t = t - 1; t >= 0 && s - t < H; --t) {
         const int j = s - t;
         const bool ended = terminals[(long long)t * N + n] != 0.0f;  // step t ended t's episode: nothing after
-        const float next_mu = t + 1 < T ? mu[((long long)(t + 1) * N + n) * H + (j - 1)] : tail_mu[(long long)n * H + (j - 1)];
+        const float next_mu = t + 1 < T ? mu[((long long)(t + 1) * N + n) * H + (j - 1)]
+                                        : tail_mu[(long long)n * H + (j - 1)];
         y = ended ? 0.0f : (1.0f - lam) * next_mu + lam * y;
         reward = ended ? 0.0f : reward;
         target[((long long)t * N + n) * H + j] = keep[j] != 0.0f ? reward : y;
