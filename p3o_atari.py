@@ -1,7 +1,10 @@
-# P3O on Atari through EnvPool: PPO with GAE replaced by a multi-horizon Gaussian value head and a
-# precision-weighted advantage (docs/algorithm.md; kernels/advantage.cu on a GPU, its PyTorch twin elsewhere).
-# It is ppo_baseline.py (CleanRL's ppo_atari_envpool.py on EnvPool 1.x) with three changes, each in a block
-# marked `# P3O:` here and `# PPO:` there: the value head, the value loss and the advantage.
+# P3O on Atari through EnvPool: PPO with GAE replaced by a multi-horizon Gaussian value head and a precision-weighted
+# advantage (docs/algorithm.md; kernels/advantage.cu on a GPU, its PyTorch twin elsewhere). It is ppo_baseline.py
+# (CleanRL's ppo_atari_envpool.py on EnvPool 1.x) with three changes: the value head, the value loss and the advantage.
+# They sit in 14 blocks, each opened by a `P3O:` comment and closed by `# end P3O` (`# PPO:` in ppo_baseline.py, so
+# `diff ppo_baseline.py p3o_atari.py` shows them): the flags in Args, the maths below Args, the head in Agent, nine
+# in train (the rollout's storage, the advantage, the value loss and the update around them, the logs) and the flags'
+# refusals. Read top to bottom: Args, the maths, the agent, train; the plumbing is below train.
 """Usage:
     python p3o_atari.py --horizon 128                                    # Breakout-v5, 10M steps
     python p3o_atari.py --env-id Pong-v5 --seed 2 --total-timesteps 200000 --horizon 32
@@ -19,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Optional
+
 
 import numpy as np
 import torch
@@ -51,7 +55,7 @@ class Args:
     save_interval: int = 25
     """write runs/{run_name}/checkpoint.pt every this many iterations and at the end (0: never)"""
     resume: Optional[str] = None
-    """continue the run of this checkpoint: its args, its run folder, its curve (Atari, Gymnasium: with new episodes)"""
+    """continue the run of this checkpoint: its args, run folder and curve (Atari, Gymnasium: new episodes)"""
     eval_checkpoint: Optional[str] = None
     """instead of training, play --eval-episodes episodes with this checkpoint's policy and print the return"""
     eval_episodes: int = 10
@@ -63,8 +67,7 @@ class Args:
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
-    """the id of the environment: an EnvPool Atari id, a Gymnasium id with a discrete action space (MinAtar/Breakout-v1,
-    CartPole-v1), or ocean/NAME for an Ocean env of p3o_ocean.py"""
+    """an EnvPool Atari id, a discrete-action Gymnasium id (MinAtar/Breakout-v1, CartPole-v1) or ocean/NAME"""
     total_timesteps: int = 10000000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4
@@ -92,26 +95,19 @@ class Args:
     target_kl: Optional[float] = None
     """the target KL divergence threshold"""
 
-    # P3O: the multi-horizon value head and the precision-weighted advantage, in place of GAE; the same defaults as
-    # p3o_ocean.py's
+    # P3O: the multi-horizon value head and the precision-weighted advantage, in place of GAE (docs/algorithm.md)
     horizon: int = 128
     """H, the horizon cap: the value head predicts the reward at each of the next H steps"""
     td_lambda: float = 0.8
-    """lam of the advantage's per-offset lambda-return: each reward ahead bootstrapped at every step by the critic's
-    prediction of it, except at the offsets the action is tied to (docs/algorithm.md); 1: the rewards throughout"""
+    """lambda of the per-offset lambda-return, the advantage's targets (1: the rewards themselves)"""
     window_loss_coef: float = 0.1
-    """beside the NLL, this times 0.5 (sum of target - mu over the decision's window)^2, over the batch's variance of
-    the window sums where that is above 1: the trunk's gradient where per-step rewards are small; it reaches the trunk
-    only, not the head's weights (docs/algorithm.md)"""
+    """coefficient of the window loss, the squared error of each decision's window sum (the trunk only)"""
     value_fraction: float = 0.5
-    """the value loss reads this share of each minibatch's decisions, the first of its random order: the H-wide head's
-    update at a fraction of its cost (the probes tie with 1.0, docs/ablations.md)"""
+    """the share of each minibatch's decisions the value loss reads"""
     clock: bool = True
-    """the value head adds c[s, j], a table over the clock s (the episode's decisions so far; on Atari the game's) and
-    the offset j, following the residuals of the decisions at each cell: mu can tell where an episode whose end is set
-    by time ends"""
+    """if toggled, mu adds a table over the episode's clock and the offset"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
-    """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
+    """the advantage: the CUDA kernel where a GPU is there (auto), forced, or the PyTorch twin"""
     # end P3O
 
     # Ocean env options, for --env-id ocean/NAME (each env reads the ones it needs)
@@ -137,200 +133,11 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def end_episodes(envs, reward, ended):
-    """Count one step of each env into its running episode (its raw reward, and a decision unless it is a reset step),
-    and return the return and length of the episodes that `ended` there (zeros elsewhere), which then start afresh."""
-    envs.episode_return += reward
-    envs.episode_length += ~envs.resetting  # reset steps are not decisions
-    episode_return = np.where(ended, envs.episode_return, 0.0).astype(np.float32)
-    episode_length = np.where(ended, envs.episode_length, 0)
-    envs.episode_return[ended] = 0
-    envs.episode_length[ended] = 0
-    return episode_return, episode_length
-
-
-class AtariEnvs:
-    """EnvPool's Atari in the Ocean envs' interface: torch tensors on the model's device in and out, and the
-    statistics of whole games. Training episodes end at each lost life (`episodic_life`) and see clipped
-    rewards; `info` reports a game's raw score and its length in decisions where the game ended (zeros
-    elsewhere), counted afresh after a game over and after a truncation alike."""
-
-    # EnvPool spends the step after a done on the reset: that step ignores its action and pays 0.
-    autoreset_next_step = True
-
-    def __init__(self, env_id, num_envs, device, seed):
-        import envpool
-
-        self.envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, episodic_life=True, reward_clip=True, seed=seed)
-        self.num_envs, self.device = num_envs, device
-        self.num_actions = self.envs.action_space.n
-        self.episode_return = np.zeros(num_envs, dtype=np.float32)
-        self.episode_length = np.zeros(num_envs, dtype=np.int64)
-        self.resetting = np.zeros(num_envs, dtype=bool)
-
-    def reset(self):
-        obs, _ = self.envs.reset()
-        self.episode_return[:] = 0
-        self.episode_length[:] = 0
-        self.resetting[:] = False
-        return torch.from_numpy(obs).to(self.device)
-
-    def state_dict(self):
-        return None  # EnvPool cannot save its emulators: a resumed run starts new games
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.envs.step(action.cpu().numpy())
-        # the raw score, not the clipped reward; a game ends at a game over or a truncation, not at each lost life
-        episode_return, episode_length = end_episodes(self, info["reward"], info["terminated"].astype(bool) | truncated)
-        self.resetting = terminated | truncated
-        obs, reward, terminated, truncated, episode_return, episode_length = (
-            torch.from_numpy(x).to(self.device) for x in (obs, reward.astype(np.float32), terminated, truncated, episode_return, episode_length)
-        )
-        info = {"episode_return": episode_return, "episode_length": episode_length, "score": episode_return}  # an Atari game's score is its raw return
-        return obs, reward, terminated, truncated, info
-
-    def pictures(self, obs):
-        """--capture-video: the newest of the four stacked 84x84 frames the agent sees, grey. Returns [N, 84, 84, 3]
-        uint8, a view of the grey frames: a long game's pictures stay at a byte a pixel."""
-        grey = obs[:, -1].cpu().numpy()
-        return np.broadcast_to(grey[..., None], (*grey.shape, 3))
-
-
-class GymnasiumEnvs:
-    """Any Gymnasium env with a discrete action space (MinAtar's games, CartPole, ...) in the same interface, through
-    Gymnasium's synchronous vector env (env i seeded with --seed + i). Its next-step autoreset spends the step after
-    a done on the reset, as EnvPool does. Rewards are the env's own, unclipped, and an episode is the env's episode.
-    Grids and images come height x width x channels and are handed on channels first, as EnvPool's frames are."""
-
-    autoreset_next_step = True
-
-    def __init__(self, env_id, num_envs, device, seed):
-        gym = import_gymnasium(env_id)
-        self.envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP})
-        self.num_envs, self.device, self.seed = num_envs, device, seed
-        self.num_actions = int(self.envs.single_action_space.n)
-        self.episode_return = np.zeros(num_envs, dtype=np.float32)
-        self.episode_length = np.zeros(num_envs, dtype=np.int64)
-        self.resetting = np.zeros(num_envs, dtype=bool)
-
-    @staticmethod
-    def observation_shape(space):
-        """The shape the network sees: channels first where the env gives height x width x channels."""
-        shape = tuple(space.shape or ())
-        return shape[-1:] + shape[:-1] if len(shape) == 3 else shape
-
-    def observation(self, obs):
-        obs = np.moveaxis(obs, -1, 1) if obs.ndim == 4 else obs
-        return torch.from_numpy(np.ascontiguousarray(obs)).to(self.device)
-
-    def reset(self):
-        obs, _ = self.envs.reset(seed=self.seed)
-        self.episode_return[:] = 0
-        self.episode_length[:] = 0
-        self.resetting[:] = False
-        return self.observation(obs)
-
-    def state_dict(self):
-        return None  # Gymnasium has no general way to save an env: a resumed run starts new episodes
-
-    def step(self, action):
-        obs, reward, terminated, truncated, _ = self.envs.step(action.cpu().numpy())
-        reward, done = reward.astype(np.float32), terminated | truncated
-        episode_return, episode_length = end_episodes(self, reward, done)
-        self.resetting = done
-        reward, terminated, truncated, episode_return, episode_length = (
-            torch.from_numpy(x).to(self.device) for x in (reward, terminated, truncated, episode_return, episode_length)
-        )
-        info = {"episode_return": episode_return, "episode_length": episode_length, "score": episode_return}
-        return self.observation(obs), reward, terminated, truncated, info
-
-    def pictures(self, obs):
-        """--capture-video: MinAtar's grids of channels, a colour each (video_refusal lets no other Gymnasium env
-        this far). Returns [N, 10, 10, 3] uint8."""
-        return grid_pictures(obs.cpu().numpy())
-
-
-def import_gymnasium(env_id):
-    """Gymnasium, with MinAtar's games registered where the id asks for them (the package `minatar`)."""
-    import gymnasium as gym
-
-    if env_id.startswith("MinAtar/"):
-        import logging
-
-        logging.disable(logging.WARNING)  # minatar.gym warns at import where seaborn, which it needs only to render, is missing
-        try:
-            import minatar.gym
-        finally:
-            logging.disable(logging.NOTSET)
-        if "MinAtar/Breakout-v1" not in gym.registry:
-            minatar.gym.register_envs()
-    return gym
-
-
-def atari_ids():
-    from envpool.registration import registry
-
-    return [env_id for env_id, spec in registry.specs.items() if spec[0] == "envpool.atari"]
-
-
-def make_envs(args, device):
-    """An Ocean env of p3o_ocean.py for `--env-id ocean/NAME` (the only import across files), EnvPool Atari for its
-    ids, and Gymnasium for any other id."""
-    if args.env_id.startswith("ocean/"):
-        from p3o_ocean import OCEAN_ENVS
-
-        options = dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length,
-                       reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance)
-        return OCEAN_ENVS[args.env_id[len("ocean/") :]](args.num_envs, device=device, seed=args.seed, **options)
-    if args.env_id in atari_ids():
-        return AtariEnvs(args.env_id, args.num_envs, device, args.seed)
-    return GymnasiumEnvs(args.env_id, args.num_envs, device, args.seed)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Data parallel under torchrun (`torchrun --standalone --nproc_per_node N` this script): each rank steps its
-# share of the envs, and these helpers are all that crosses between ranks; in a plain run each is a no-op
-# ---------------------------------------------------------------------------------------------------------
-def all_sum(*tensors):
-    """Each tensor summed over the ranks of a torchrun launch, in one all-reduce (float32); in a single process the
-    tensors as they are. Every reduction across ranks goes through here. A tensor that carries a gradient keeps it:
-    the other ranks' part joins as a constant, and their gradients join through the update's all_sum of the
-    gradients. One tensor in, one out; several in, a tuple out."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return tensors if len(tensors) > 1 else tensors[0]
-    flat = torch.cat([tensor.detach().reshape(-1).float() for tensor in tensors])
-    dist.all_reduce(flat)
-    totals = [total.view_as(tensor).to(tensor.dtype) for total, tensor in zip(flat.split([tensor.numel() for tensor in tensors]), tensors)]
-    totals = tuple(tensor + (total - tensor.detach()) if tensor.requires_grad else total for tensor, total in zip(tensors, totals))
-    return totals if len(totals) > 1 else totals[0]
-
-
-def all_gather(value):
-    """Every rank's `value` (any picklable object: the games that ended, a checkpoint's envs), in rank order; [value]
-    in a single process."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return [value]
-    values = [None] * dist.get_world_size()
-    dist.all_gather_object(values, value)
-    return values
-
-
-def dist_backend(args):
-    """NCCL where each rank has a GPU, gloo on CPUs; P3O_DIST_BACKEND=gloo lets several ranks share one GPU."""
-    return os.environ.get("P3O_DIST_BACKEND", "nccl" if args.cuda and torch.cuda.is_available() else "gloo")
-
-
-class NoWriter:
-    """The SummaryWriter of the ranks past 0: rank 0 alone logs (the global figures)."""
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None
-
-
 # ---------------------------------------------------------------------------------------------------------
 # ALGO LOGIC
 # ---------------------------------------------------------------------------------------------------------
-# P3O: the advantage, the PyTorch twin of kernels/advantage.cu (the kernel runs through CuPy, kernels/advantage.py)
+# P3O: the value head's targets and the precision-weighted advantage (docs/algorithm.md): the
+# PyTorch twin p3o_advantage, and the CUDA kernel kernels/advantage.cu that computes it on a GPU
 MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 # --clock: the table's rows (episode steps 0 .. 254, then one row for every later step). Each minibatch moves a cell
 # CLOCK_RATE * n / (n + CLOCK_PRIOR) of the way to the mean residual of its n decisions there: 0.01 to 0.04 on the Ocean
@@ -398,7 +205,8 @@ def window_mu(hidden, head, window):
 
 
 def step_clock_table(table, clocks, residual, kept):
-    """--clock, one minibatch's step: each cell c[s, j] moves by CLOCK_RATE * sum / (count + CLOCK_PRIOR), the sum and the
+    """--clock, one minibatch's step: each cell c[s, j] moves by CLOCK_RATE * sum / (count + CLOCK_PRIOR), the sum and
+    the
     count of the kept residuals (reward less mu, the table's part included) j steps after the minibatch's decisions
     made s steps into their episode: toward the cell's mean residual, less far where few decisions reach it.
     Shapes: table [CLOCK_ROWS, H]; clocks [B]; residual, kept [B, H]. Changes table in place."""
@@ -422,8 +230,9 @@ def log_weight_curve(writer, sigma, global_step):
     weights = weights / weights.max()
     offsets = torch.arange(len(weights), dtype=torch.float64)
     writer.add_histogram_raw(
-        "charts/weight_curve", min=0.0, max=float(len(weights)), num=float(weights.sum()), sum=float((offsets * weights).sum()),
-        sum_squares=float((offsets**2 * weights).sum()), bucket_limits=(offsets + 1).tolist(), bucket_counts=weights.tolist(), global_step=global_step,
+        "charts/weight_curve", min=0.0, max=float(len(weights)), num=float(weights.sum()),
+        sum=float((offsets * weights).sum()), sum_squares=float((offsets**2 * weights).sum()),
+        bucket_limits=(offsets + 1).tolist(), bucket_counts=weights.tolist(), global_step=global_step,
     )
 
 
@@ -467,10 +276,12 @@ def tie_z(rewards, terminals, mu, tail_mu, score, valid):
     block = max(1, min(N, 2**21 // (T * H)))
     for n in range(0, N, block):
         envs = slice(n, n + block)
-        residual = episode_windows(rewards[:, envs], terminals[:, envs], H, tail_mu[envs])[0].sub_(mu[:, envs]).reshape(-1, H)
+        targets = episode_windows(rewards[:, envs], terminals[:, envs], H, tail_mu[envs])[0]
+        residual = targets.sub_(mu[:, envs]).reshape(-1, H)
         products += residual.T @ score[:, envs].reshape(-1)
         squares += residual.square_().T @ valid[:, envs].reshape(-1).float()
-    products, squares, score_squares, count = all_sum(products, squares, score.square().sum(), valid.sum())  # torchrun: every rank's
+    # torchrun: every rank's
+    products, squares, score_squares, count = all_sum(products, squares, score.square().sum(), valid.sum())
     corr = products / (squares * score_squares).sqrt().clamp(min=1e-30)
     return corr.abs() * count.sqrt()
 
@@ -485,8 +296,10 @@ def select_advantage(kernel, device):
         return load_cuda_advantage(), "advantage: CUDA kernel kernels/advantage.cu through CuPy"
     except Exception as error:  # CuPy missing, no driver, compile error: the twin computes the same thing
         if kernel == "cuda":
-            raise SystemExit(f"{Path(__file__).name}: error: --kernel cuda, but the CUDA kernel is unavailable: {error}")
-        return p3o_advantage, f"advantage: PyTorch twin p3o_advantage (CUDA kernel unavailable: {type(error).__name__}: {error})"
+            raise SystemExit(f"{Path(__file__).name}: error: --kernel cuda, but the CUDA kernel is unavailable: "
+                             f"{error}")
+        unavailable = f"CUDA kernel unavailable: {type(error).__name__}: {error}"
+        return p3o_advantage, f"advantage: PyTorch twin p3o_advantage ({unavailable})"
 # end P3O
 
 
@@ -531,7 +344,8 @@ def make_network(obs_shape):
             layer_init(nn.Linear(64, 64)),
             nn.Tanh(),
         ), 64, 1.0
-    raise ValueError(f"no network here fits observations of shape {obs_shape}: these scripts take 84x84 frames, grids of "
+    raise ValueError(f"no network here fits observations of shape {obs_shape}: these scripts take 84x84 frames, "
+                     "grids of "
                      "channels up to 32x32 or flat vectors (wrap the env, e.g. gymnasium.wrappers.FlattenObservation)")
 
 
@@ -544,7 +358,7 @@ class Agent(nn.Module):
         # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
         self.critic = layer_init(nn.Linear(width, args.horizon), std=0)
         self.log_sigma = nn.Parameter(torch.zeros(args.horizon))
-        # --clock: c[s, j] added to mu[j] for a decision s steps into its episode, stepped after each minibatch (step_clock_table)
+        # --clock: c[s, j] added to mu[j] for a decision s steps into its episode (step_clock_table steps it)
         self.register_buffer("clock_table", torch.zeros(CLOCK_ROWS, args.horizon) if args.clock else None)
 
     def get_features(self, x):
@@ -552,19 +366,22 @@ class Agent(nn.Module):
         return self.network(x.float() / self.obs_scale)
 
     def clock_mu(self, clock):
-        """--clock: the table's part of mu for decisions `clock` steps into their episodes, [*clock.shape, H] (0 without it)."""
+        """--clock: the table's part of mu for decisions `clock` steps into their episodes, [*clock.shape, H] (0
+        without it)."""
         if self.clock_table is None:
             return 0.0
         return self.clock_table.index_select(0, clock.clamp(0, CLOCK_ROWS - 1).reshape(-1)).view(*clock.shape, -1)
 
     def get_action_and_value(self, x, action=None, hidden=None, value_rows=None):
-        hidden = self.network(x.float() / self.obs_scale) if hidden is None else hidden  # the update passes those it computed
+        # the update passes the features it computed
+        hidden = self.network(x.float() / self.obs_scale) if hidden is None else hidden
         logits = self.actor(hidden)
         probs = Categorical(logits=logits)
         if action is None:
             action = probs.sample()
-        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden[:value_rows])  # mu of the first value_rows (all by default)
-        # end P3O
+        # mu of the first value_rows (all by default)
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden[:value_rows])
+    # end P3O
 
     def get_value(self, x):
         return self.critic(self.network(x.float() / self.obs_scale))
@@ -593,193 +410,31 @@ def explained_variance(y, residual, mask):
     return float("nan") if not var_y > 0 else float(1 - variance(residual) / var_y)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Checkpoints and guards: a run killed at any moment loses at most one --save-interval
-# ---------------------------------------------------------------------------------------------------------
-def rng_state():
-    """The random state a resume needs: torch's alone, as nothing here draws from Python's or NumPy's generators."""
-    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-
-
-def set_rng_state(state):
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def save_checkpoint(path, state):
-    """Write to a temporary file, flush it to disk, then rename over the old one: a kill at any moment leaves
-    either the previous checkpoint or this one, whole."""
-    temporary = f"{path}.tmp"
-    torch.save(state, temporary)
-    with open(temporary, "rb") as file:
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-
-
-def claim_run_folder(run_name):
-    """Create runs/{run_name} and return its name; if a run already has that folder (two runs started in the
-    same second), take {run_name}-2, -3, ... instead. Creating is the claim, so parallel starts never share one."""
-    name, copy = run_name, 1
-    while True:
-        try:
-            os.makedirs(f"runs/{name}")
-            return name
-        except FileExistsError:
-            copy += 1
-            name = f"{run_name}-{copy}"
-
-
-CHECKPOINT_KEYS = ("script", "args", "run_name", "iteration", "global_step", "model", "optimizer", "envs", "next_obs", "next_valid", "history", "rng")
-
-
-def load_checkpoint(path, flag):
-    """This script's checkpoint at `path`, or exit with what is wrong with it (nothing touched yet)."""
-    def fail(reason):
-        print(f"{Path(__file__).name}: error: {flag} {path}: {reason}", file=sys.stderr)
-        sys.exit(2)
-
-    if not os.path.isfile(path):
-        fail("no such file")
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # truncated, not a torch file, or pickled objects we refuse to run
-        fail(f"not a readable checkpoint ({type(error).__name__}: {str(error).splitlines()[0][:200]})")
-    if not isinstance(checkpoint, dict) or any(key not in checkpoint for key in CHECKPOINT_KEYS):
-        fail("not a checkpoint of these scripts (keys missing); checkpoints are runs/{run_name}/checkpoint.pt")
-    if checkpoint["script"] != Path(__file__).name:
-        fail(f"written by {checkpoint['script']}, not {Path(__file__).name}: use that script")
-    unknown = set(checkpoint["args"]) - set(Args.__dataclass_fields__)
-    if unknown:
-        fail(f"its args {sorted(unknown)} are unknown to this version of {Path(__file__).name}")
-    # --capture-video is evaluation's alone, no part of a run: checkpoints written before it existed still resume
-    missing = set(Args.__dataclass_fields__) - set(checkpoint["args"]) - {"capture_video"}
-    if missing and flag == "--resume":  # flags added since: their defaults could change the run's algorithm midway
-        fail(f"written before {Path(__file__).name} had {sorted(missing)}: resume it with the version that wrote it")
-    written, world_size = 1 + len(checkpoint.get("ranks", [])), int(os.environ.get("WORLD_SIZE", 1))
-    if written != world_size and flag == "--resume":  # torchrun: each rank continues its own envs and random numbers
-        fail(f"written by {written} rank(s), resumed by {world_size}: resume it with the world size that wrote it ({'torchrun --nproc_per_node ' + str(written) if written > 1 else 'python'})")
-    return checkpoint
-
-
-def resume_args(args):
-    """The args a --resume continues with: the checkpoint's own, so the run goes on as it started."""
-    checkpoint = load_checkpoint(args.resume, "--resume")
-    kept = {"resume": args.resume, "progress": args.progress}
-    defaults = Args()
-    ignored = [name for name in Args.__dataclass_fields__ if name not in kept and getattr(args, name) != getattr(defaults, name) and getattr(args, name) != checkpoint["args"][name]]
-    if ignored:
-        print(f"{Path(__file__).name}: --resume keeps the run's own args; ignored: {', '.join('--' + name.replace('_', '-') for name in ignored)}", file=sys.stderr)
-    return Args(**{**checkpoint["args"], **kept}), checkpoint
-
-
-def first_nonfinite(**tensors):
-    """The name of the first tensor holding a NaN or an infinity (torchrun: on any rank, so every rank stops at the
-    same place), or None (one device sync for them all)."""
-    nonfinite = all_sum(torch.stack([~torch.isfinite(tensor).all() for tensor in tensors.values()]).float()).tolist()
-    return next((name for name, bad in zip(tensors, nonfinite) if bad), None)
-
-
-def unknown_env_id(env_id, known):
-    close = difflib.get_close_matches(env_id, known, n=3)
-    hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    return f"--env-id {env_id!r} is not an EnvPool Atari id, a Gymnasium id or ocean/NAME{hint}"
-
-
-def gymnasium_errors(env_id):
-    """Why a Gymnasium id cannot train here, or []: an unknown id, a missing package, an action space that is not
-    discrete, an observation no network fits. It builds one env, not the vector env, to read its spaces."""
-    try:
-        gym = import_gymnasium(env_id)
-        if env_id not in gym.registry:
-            return [unknown_env_id(env_id, atari_ids() + list(gym.registry))]
-        env = gym.make(env_id)
-    except ImportError as error:  # gymnasium, minatar, or what an env's entry point imports (ale_py, box2d, ...)
-        package = (error.name or "?").split(".")[0]
-        return [f"--env-id {env_id!r} needs the package {package!r}, which is missing ({error}): pip install -r requirements.txt, or pip install {package}"]
-    action_space, obs_shape = env.action_space, GymnasiumEnvs.observation_shape(env.observation_space)
-    env.close()
-    if not isinstance(action_space, gym.spaces.Discrete):
-        return [f"--env-id {env_id!r} has a {action_space} action space: these scripts need a discrete one (a Categorical policy)"]
-    try:
-        make_network(obs_shape)
-    except ValueError as error:
-        return [f"--env-id {env_id!r}: {error}"]
-    return []
-
-
-def check_args(args):
-    """Reject bad input before any env or device is touched, with a message that says what to change."""
-    errors = []
-    if args.env_id.startswith("ocean/"):
-        from p3o_ocean import OCEAN_ENVS
-
-        if args.env_id[len("ocean/") :] not in OCEAN_ENVS:
-            errors.append(unknown_env_id(args.env_id, [f"ocean/{name}" for name in OCEAN_ENVS]))
-    elif args.env_id not in atari_ids():
-        errors += gymnasium_errors(args.env_id)
-    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "delay", "forage_distance", "password_length", "spread", "choice_distance"):
-        if getattr(args, name) < 1:
-            errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if not args.reward_noise >= 0:
-        errors.append(f"--reward-noise must be >= 0, got {args.reward_noise}")
-    if args.num_minibatches >= 1 and (args.num_envs * args.num_steps) % args.num_minibatches != 0:
-        errors.append(f"--num-minibatches {args.num_minibatches} must divide the batch, --num-envs x --num-steps = {args.num_envs * args.num_steps}")
-    if not args.learning_rate > 0:
-        errors.append(f"--learning-rate must be > 0, got {args.learning_rate}")
-    if args.save_interval < 0:
-        errors.append(f"--save-interval must be >= 0 (0: no checkpoints), got {args.save_interval}")
-    if args.eval_episodes < 1:
-        errors.append(f"--eval-episodes must be >= 1, got {args.eval_episodes}")
-    if args.capture_video and not args.eval_checkpoint:
-        errors.append("--capture-video records an evaluation: add --eval-checkpoint runs/{run}/checkpoint.pt")
-    # P3O: its own flags
-    if args.horizon < 1:
-        errors.append(f"--horizon must be >= 1, got {args.horizon}")
-    if not 0 <= args.td_lambda <= 1:
-        errors.append(f"--td-lambda must be in [0, 1], got {args.td_lambda}")
-    if not args.window_loss_coef >= 0:
-        errors.append(f"--window-loss-coef must be >= 0 (0: the NLL alone), got {args.window_loss_coef}")
-    if not 0 < args.value_fraction <= 1:
-        errors.append(f"--value-fraction must be in (0, 1], got {args.value_fraction}")
-    # end P3O
-    # torchrun: each rank steps num_envs / WORLD_SIZE envs, and with NCCL each rank needs a GPU of its own
-    world_size, local_world_size = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    if args.num_envs % world_size != 0:
-        errors.append(f"--num-envs {args.num_envs} must be divisible by the world size {world_size}: each rank steps num_envs / world_size envs")
-    elif args.num_minibatches >= 1 and (args.num_envs // world_size * args.num_steps) % args.num_minibatches != 0:
-        errors.append(f"--num-minibatches {args.num_minibatches} must divide each rank's batch, --num-envs / world size x --num-steps = {args.num_envs // world_size * args.num_steps}")
-    if world_size > 1 and dist_backend(args) not in ("nccl", "gloo"):
-        errors.append(f"P3O_DIST_BACKEND={dist_backend(args)!r}: nccl or gloo")
-    elif world_size > 1 and dist_backend(args) == "nccl" and local_world_size > torch.cuda.device_count():
-        errors.append(f"{local_world_size} ranks on this machine share {torch.cuda.device_count()} GPU(s), but NCCL needs a GPU per rank: "
-                      f"launch --nproc_per_node {torch.cuda.device_count()}, or let them share with P3O_DIST_BACKEND=gloo")
-    if errors:
-        for error in errors:
-            print(f"{Path(__file__).name}: error: {error}", file=sys.stderr)
-        sys.exit(2)
-
-
 def train(args, checkpoint=None):
-    """Train on one env, or continue a checkpoint's run; returns the mean return of the last 20 games and the throughput."""
+    """Train on one env, or continue a checkpoint's run; returns the mean return of the last 20 games and the SPS."""
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = max(1, args.total_timesteps // args.batch_size)
-    # torchrun (data parallel, as nanoGPT's train.py): rank r steps num_envs / world_size of the envs, seeded from seed + r x
-    # that share (EnvPool and Gymnasium seed env i with seed + i, so no two ranks' envs share a seed),
-    # and its minibatch i is its share of the global minibatch i: every statistic and the gradient are summed over
-    # the ranks (all_sum). Rank 0 alone logs, prints and saves. A plain run is rank 0 of 1.
+    # torchrun (data parallel, as nanoGPT's train.py): rank r steps num_envs / world_size of the envs, seeded from seed
+    # + r x that share (EnvPool and Gymnasium seed env i with seed + i, so no two ranks' envs share a seed), and its
+    # minibatch i is its share of the global minibatch i: every statistic and the gradient are summed over the ranks
+    # (all_sum). Rank 0 alone logs, prints and saves. A plain run is rank 0 of 1.
     rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-    num_envs, batch_size, minibatch_size = args.num_envs // world_size, args.batch_size // world_size, args.minibatch_size // world_size  # this rank's
+    num_envs, batch_size = args.num_envs // world_size, args.batch_size // world_size  # this rank's
+    minibatch_size = args.minibatch_size // world_size
     # a new run never writes into another run's folder; a resumed one continues its own
-    run_name = checkpoint["run_name"] if checkpoint else claim_run_folder(f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}") if rank == 0 else None
+    run_name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_name = checkpoint["run_name"] if checkpoint else claim_run_folder(run_name) if rank == 0 else None
     if args.track and rank == 0:
         import wandb
 
-        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=vars(args), name=run_name, save_code=True)
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=vars(args),
+                   name=run_name, save_code=True)
     # A resumed run drops the events its previous life logged after the checkpoint, and the curve continues.
-    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None) if rank == 0 else NoWriter()
-    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])))
+    purge_step = checkpoint["global_step"] + 1 if checkpoint else None
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=purge_step) if rank == 0 else NoWriter()
+    table = "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n%s" % table)
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -788,18 +443,14 @@ def train(args, checkpoint=None):
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    # P3O: the kernel, or the twin where there is no GPU
-    advantage_fn, advantage_note = select_advantage(args.kernel, device)
-    if rank == 0:
-        print(advantage_note, flush=True)
-    # end P3O
 
     # env setup
     envs = make_envs(replace(args, num_envs=num_envs, seed=args.seed + rank * num_envs), device)
     next_obs = envs.reset()
     obs_shape = tuple(next_obs.shape[1:])
     if rank == 0:
-        print(f"{args.env_id}: {Path(__file__).name} on {device.type}{f' x {world_size} ranks' if world_size > 1 else ''}; runs/{run_name}", flush=True)
+        ranks = f" x {world_size} ranks" if world_size > 1 else ""
+        print(f"{args.env_id}: {Path(__file__).name} on {device.type}{ranks}; runs/{run_name}", flush=True)
 
     agent = Agent(obs_shape, envs.num_actions, args).to(device)
     if rank > 0:  # every rank built the same parameters from args.seed; from here on each draws its own random numbers
@@ -816,11 +467,14 @@ def train(args, checkpoint=None):
     episode_returns = torch.zeros((args.num_steps, num_envs), device=device)
     episode_lengths = torch.zeros((args.num_steps, num_envs), dtype=torch.int64, device=device)
     episode_scores = torch.zeros((args.num_steps, num_envs), device=device)
-    # P3O: H predicted rewards per decision
+    # P3O: H predicted rewards per decision, and the advantage: the CUDA kernel, or the twin where there is no GPU
     mus = torch.zeros((args.num_steps, num_envs, args.horizon), device=device)
-    clocks = torch.zeros((args.num_steps, num_envs), dtype=torch.long, device=device)  # each decision's step in its episode
+    clocks = torch.zeros((args.num_steps, num_envs), dtype=torch.long, device=device)  # each decision's episode step
     entropies = torch.zeros((args.num_steps, num_envs), device=device)  # with the log-probs, the tie's score
     offsets = torch.arange(args.horizon, device=device)
+    advantage_fn, advantage_note = select_advantage(args.kernel, device)
+    if rank == 0:
+        print(advantage_note, flush=True)
     # end P3O
 
     # TRY NOT TO MODIFY: start the game
@@ -830,7 +484,7 @@ def train(args, checkpoint=None):
     if checkpoint:  # continue where the checkpoint left: same parameters and random numbers (and envs, but Atari's)
         agent.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
-        own = checkpoint if rank == 0 else checkpoint["ranks"][rank - 1]  # torchrun: this rank's envs and random numbers
+        own = checkpoint if rank == 0 else checkpoint["ranks"][rank - 1]  # torchrun: this rank's envs and RNG
         if own["envs"] is not None:
             envs.load_state_dict(own["envs"])
             next_obs, next_valid = own["next_obs"].to(device), own["next_valid"].to(device)
@@ -840,7 +494,8 @@ def train(args, checkpoint=None):
         set_rng_state(own["rng"])
         if rank == 0:
             fresh = "" if checkpoint["envs"] is not None else " with new episodes (this env's state cannot be saved)"
-            print(f"{args.env_id}: resumed at iteration {checkpoint['iteration']}, step {global_step:,}{fresh}", flush=True)
+            print(f"{args.env_id}: resumed at iteration {checkpoint['iteration']}, step {global_step:,}{fresh}",
+                  flush=True)
     start_time, start_step = time.time(), global_step
     timer = PhaseTimer(device)
 
@@ -848,12 +503,16 @@ def train(args, checkpoint=None):
         """A checkpoint's content: what --resume needs to continue the run after `iteration`. Every rank calls it: the
         envs and random numbers of ranks 1, 2, ... (torchrun) go under "ranks", on the CPU."""
         def on_cpu(value):  # what travels between ranks travels on the CPU
-            return {key: on_cpu(item) for key, item in value.items()} if isinstance(value, dict) else value.cpu() if torch.is_tensor(value) else value
+            if isinstance(value, dict):
+                return {key: on_cpu(item) for key, item in value.items()}
+            return value.cpu() if torch.is_tensor(value) else value
 
         own = {"envs": envs.state_dict(), "next_obs": next_obs, "next_valid": next_valid, "rng": rng_state()}
         others = all_gather(on_cpu(own))[1:]
-        return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step,
-                "model": agent.state_dict(), "optimizer": optimizer.state_dict(), **own, "history": [list(avg_returns), list(avg_scores)], "ranks": others}
+        return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration,
+                "global_step": global_step,
+                "model": agent.state_dict(), "optimizer": optimizer.state_dict(), **own,
+                "history": [list(avg_returns), list(avg_scores)], "ranks": others}
 
     def stop_nonfinite(what):
         """No silent NaN training: keep the last good parameters (this iteration's update stopped before they
@@ -862,7 +521,8 @@ def train(args, checkpoint=None):
         if rank == 0:
             save_checkpoint(path, state)
         writer.close()
-        sys.exit(f"{Path(__file__).name}: error: non-finite {what} at iteration {iteration}, step {global_step:,}; the update stopped; last good state: {path}")
+        sys.exit(f"{Path(__file__).name}: error: non-finite {what} at iteration {iteration}, step {global_step:,}; "
+                 f"the update stopped; last good state: {path}")
 
     for iteration in range(start_iteration, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
@@ -879,7 +539,8 @@ def train(args, checkpoint=None):
             # ALGO LOGIC: action logic
             with torch.no_grad():
                 # P3O: store the predicted rewards, and each decision's clock
-                clocks[step] = torch.as_tensor(envs.episode_length, device=device)  # the env's count of the episode's decisions
+                # the env's count of the episode's decisions
+                clocks[step] = torch.as_tensor(envs.episode_length, device=device)
                 action, logprob, entropy, value = agent.get_action_and_value(next_obs)
                 mus[step] = value + agent.clock_mu(clocks[step])
                 entropies[step] = entropy
@@ -929,7 +590,7 @@ def train(args, checkpoint=None):
         b_advantages = advantages.reshape(-1)
         b_valid = valid.reshape(-1)
         # P3O: the rewards ahead and how many of them each decision keeps
-        b_value_targets = value_targets.reshape(-1, args.horizon)  # a view: a decision's H targets are one contiguous row
+        b_value_targets = value_targets.reshape(-1, args.horizon)  # a view: a decision's H targets are one row
         b_value_window = value_window.reshape(-1)
         b_clocks = clocks.reshape(-1)
         b_value_inside = value_inside.reshape(-1)
@@ -948,7 +609,8 @@ def train(args, checkpoint=None):
                 # P3O: mu of the first value_rows decisions, the ones the value loss reads (--value-fraction), and the
                 # trunk's features, which the window loss reads too
                 hidden = agent.get_features(b_obs.index_select(0, mb_inds))
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(None, b_actions[mb_inds], hidden=hidden, value_rows=value_rows)
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                    None, b_actions[mb_inds], hidden=hidden, value_rows=value_rows)
                 # end P3O
                 logratio = newlogprob - b_logprobs[mb_inds]
                 ratio = logratio.exp()
@@ -982,11 +644,13 @@ def train(args, checkpoint=None):
                 kept = offsets < window[:, None]
                 residual = torch.where(kept, mb_value_targets - newvalue, 0.0)
                 counts = kept.sum(0)
-                nll, inside = all_sum((0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum(), b_value_inside[v_inds].sum())
+                nll = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum()
+                nll, inside = all_sum(nll, b_value_inside[v_inds].sum())
                 value_nll = nll / inside.clamp(min=1)  # torchrun: over every rank's pairs
-                # plus the squared error of the window's sum, what the advantage subtracts (--window-loss-coef), through the
-                # head's weights held fixed: it shapes the trunk's features and leaves each offset's fit to the NLL
-                window_residual = torch.where(kept, mb_value_targets - clock_mu, 0.0).sum(1) - window_mu(hidden[:value_rows], agent.critic, window)
+                # plus the squared error of the window's sum, what the advantage subtracts (--window-loss-coef), through
+                # the head's weights held fixed: it shapes the trunk's features and leaves each offset's fit to the NLL
+                window_sum = torch.where(kept, mb_value_targets - clock_mu, 0.0).sum(1)
+                window_residual = window_sum - window_mu(hidden[:value_rows], agent.critic, window)
                 window_loss = 0.5 * masked_mean(window_residual.square(), b_valid[v_inds]) / window_var.clamp(min=1.0)
                 v_loss = value_nll + args.window_loss_coef * window_loss
                 # end P3O
@@ -1001,9 +665,10 @@ def train(args, checkpoint=None):
                 grads = all_sum(*[parameter.grad for parameter in agent.parameters()])
                 for parameter, grad in zip(agent.parameters(), grads):
                     parameter.grad = grad
-                # P3O: the clip leaves log_sigma out: H per-offset scales (Adam bounds their steps anyway), whose gradient's
-                # norm would grow with H and make the clip's bite on the policy's step depend on H
-                grad_norm = nn.utils.clip_grad_norm_([p for name, p in agent.named_parameters() if name != "log_sigma"], args.max_grad_norm)
+                # P3O: the clip leaves log_sigma out: H per-offset scales (Adam bounds their steps anyway), whose
+                # gradient's norm would grow with H and make the clip's bite on the policy's step depend on H
+                clipped = [p for name, p in agent.named_parameters() if name != "log_sigma"]
+                grad_norm = nn.utils.clip_grad_norm_(clipped, args.max_grad_norm)
                 # end P3O
                 grad_norms += [grad_norm]
                 bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
@@ -1020,7 +685,8 @@ def train(args, checkpoint=None):
         bad = first_nonfinite(**dict(agent.named_parameters()))
         if bad:  # finite loss and gradients, yet the step overflowed: the last checkpoint is the last good state
             writer.close()
-            sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
+            sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration "
+                     f"{iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
 
         with torch.no_grad():
@@ -1028,13 +694,14 @@ def train(args, checkpoint=None):
             # reward ahead, and of their window sums, what the advantage subtracts; over 32 of the envs at most
             envs_read = slice(None, None, max(1, args.num_envs // 32))
             targets_read, window_read = value_targets[:, envs_read], value_window[:, envs_read]
-            residuals_read = targets_read - mus[:, envs_read]  # the value head's errors on the rollout, made before this update
+            residuals_read = targets_read - mus[:, envs_read]  # the head's errors, made before this update
             kept = offsets < window_read[..., None]
             explained_var = explained_variance(targets_read, residuals_read, kept)
-            window_explained_var = explained_variance(torch.where(kept, targets_read, 0.0).sum(-1), torch.where(kept, residuals_read, 0.0).sum(-1), window_read > 0)
+            window_sums = [torch.where(kept, x, 0.0).sum(-1) for x in (targets_read, residuals_read)]
+            window_explained_var = explained_variance(*window_sums, window_read > 0)
             # end P3O
             ended = episode_lengths > 0
-            finished = list(zip(episode_returns[ended].tolist(), episode_lengths[ended].tolist(), episode_scores[ended].tolist()))
+            finished = list(zip(*[x[ended].tolist() for x in (episode_returns, episode_lengths, episode_scores)]))
             finished = sum(all_gather(finished), [])  # torchrun: every rank's games
         avg_returns.extend(episode_return for episode_return, _, _ in finished)
         avg_scores.extend(score for _, _, score in finished)
@@ -1042,7 +709,7 @@ def train(args, checkpoint=None):
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))
         if finished:
-            writer.add_scalar("charts/episodic_return", np.mean([episode_return for episode_return, _, _ in finished]), global_step)
+            writer.add_scalar("charts/episodic_return", np.mean([ret for ret, _, _ in finished]), global_step)
             writer.add_scalar("charts/avg_episodic_return", np.mean(avg_returns), global_step)
             writer.add_scalar("charts/episodic_length", np.mean([length for _, length, _ in finished]), global_step)
             writer.add_scalar("charts/score", np.mean([score for _, _, score in finished]), global_step)
@@ -1072,7 +739,8 @@ def train(args, checkpoint=None):
         if args.progress and rank == 0:
             recent = np.mean(avg_returns) if avg_returns else float("nan")
             eta = (args.num_iterations - iteration) * (time.time() - start_time) / (iteration - start_iteration + 1)
-            show_progress(f"{args.env_id}: step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | return {recent:.2f} | ETA {eta:.0f}s", iteration, args.num_iterations)
+            line = f"step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | return {recent:.2f}"
+            show_progress(f"{args.env_id}: {line} | ETA {eta:.0f}s", iteration, args.num_iterations)
         timer.lap("log")
         if args.save_interval and (iteration % args.save_interval == 0 or iteration == args.num_iterations):
             state = snapshot(iteration, global_step)  # every rank: it gathers the ranks' envs
@@ -1083,13 +751,459 @@ def train(args, checkpoint=None):
     writer.close()
     if args.track and rank == 0:
         wandb.finish()
-    return {"env": args.env_id, "return": float(np.mean(avg_returns)) if avg_returns else float("nan"), "score": float(np.mean(avg_scores)) if avg_scores else float("nan"), "episodes": len(avg_returns), "steps": global_step, "SPS": int((global_step - start_step) / (time.time() - start_time)), "phases": dict(timer.totals), "run": run_name}
+    mean_return, mean_score = (float(np.mean(games)) if games else float("nan") for games in (avg_returns, avg_scores))
+    sps = int((global_step - start_step) / (time.time() - start_time))
+    return {"env": args.env_id, "return": mean_return, "score": mean_score, "episodes": len(avg_returns),
+            "steps": global_step, "SPS": sps, "phases": dict(timer.totals), "run": run_name}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Plumbing. Everything below serves train() and the command line, none of it the algorithm: the env families,
+# torchrun's helpers, checkpoints and resume, refusals of bad input, evaluation and video, progress and timers
+# ---------------------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------------------------
+# Env families: EnvPool Atari, Gymnasium (MinAtar, ...), and the Ocean envs of p3o_ocean.py
+# ---------------------------------------------------------------------------------------------------------
+def end_episodes(envs, reward, ended):
+    """Count one step of each env into its running episode (its raw reward, and a decision unless it is a reset step),
+    and return the return and length of the episodes that `ended` there (zeros elsewhere), which then start afresh."""
+    envs.episode_return += reward
+    envs.episode_length += ~envs.resetting  # reset steps are not decisions
+    episode_return = np.where(ended, envs.episode_return, 0.0).astype(np.float32)
+    episode_length = np.where(ended, envs.episode_length, 0)
+    envs.episode_return[ended] = 0
+    envs.episode_length[ended] = 0
+    return episode_return, episode_length
+
+
+class AtariEnvs:
+    """EnvPool's Atari in the Ocean envs' interface: torch tensors on the model's device in and out, and the
+    statistics of whole games. Training episodes end at each lost life (`episodic_life`) and see clipped
+    rewards; `info` reports a game's raw score and its length in decisions where the game ended (zeros
+    elsewhere), counted afresh after a game over and after a truncation alike."""
+
+    # EnvPool spends the step after a done on the reset: that step ignores its action and pays 0.
+    autoreset_next_step = True
+
+    def __init__(self, env_id, num_envs, device, seed):
+        import envpool
+
+        self.envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, episodic_life=True, reward_clip=True,
+                                 seed=seed)
+        self.num_envs, self.device = num_envs, device
+        self.num_actions = self.envs.action_space.n
+        self.episode_return = np.zeros(num_envs, dtype=np.float32)
+        self.episode_length = np.zeros(num_envs, dtype=np.int64)
+        self.resetting = np.zeros(num_envs, dtype=bool)
+
+    def reset(self):
+        obs, _ = self.envs.reset()
+        self.episode_return[:] = 0
+        self.episode_length[:] = 0
+        self.resetting[:] = False
+        return torch.from_numpy(obs).to(self.device)
+
+    def state_dict(self):
+        return None  # EnvPool cannot save its emulators: a resumed run starts new games
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.envs.step(action.cpu().numpy())
+        # the raw score, not the clipped reward; a game ends at a game over or a truncation, not at each lost life
+        episode_return, episode_length = end_episodes(self, info["reward"], info["terminated"].astype(bool) | truncated)
+        self.resetting = terminated | truncated
+        obs, reward, terminated, truncated, episode_return, episode_length = (
+            torch.from_numpy(x).to(self.device)
+            for x in (obs, reward.astype(np.float32), terminated, truncated, episode_return, episode_length)
+        )
+        # an Atari game's score is its raw return
+        info = {"episode_return": episode_return, "episode_length": episode_length, "score": episode_return}
+        return obs, reward, terminated, truncated, info
+
+    def pictures(self, obs):
+        """--capture-video: the newest of the four stacked 84x84 frames the agent sees, grey. Returns [N, 84, 84, 3]
+        uint8, a view of the grey frames: a long game's pictures stay at a byte a pixel."""
+        grey = obs[:, -1].cpu().numpy()
+        return np.broadcast_to(grey[..., None], (*grey.shape, 3))
+
+
+class GymnasiumEnvs:
+    """Any Gymnasium env with a discrete action space (MinAtar's games, CartPole, ...) in the same interface, through
+    Gymnasium's synchronous vector env (env i seeded with --seed + i). Its next-step autoreset spends the step after
+    a done on the reset, as EnvPool does. Rewards are the env's own, unclipped, and an episode is the env's episode.
+    Grids and images come height x width x channels and are handed on channels first, as EnvPool's frames are."""
+
+    autoreset_next_step = True
+
+    def __init__(self, env_id, num_envs, device, seed):
+        gym = import_gymnasium(env_id)
+        autoreset = {"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
+        self.envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", vector_kwargs=autoreset)
+        self.num_envs, self.device, self.seed = num_envs, device, seed
+        self.num_actions = int(self.envs.single_action_space.n)
+        self.episode_return = np.zeros(num_envs, dtype=np.float32)
+        self.episode_length = np.zeros(num_envs, dtype=np.int64)
+        self.resetting = np.zeros(num_envs, dtype=bool)
+
+    @staticmethod
+    def observation_shape(space):
+        """The shape the network sees: channels first where the env gives height x width x channels."""
+        shape = tuple(space.shape or ())
+        return shape[-1:] + shape[:-1] if len(shape) == 3 else shape
+
+    def observation(self, obs):
+        obs = np.moveaxis(obs, -1, 1) if obs.ndim == 4 else obs
+        return torch.from_numpy(np.ascontiguousarray(obs)).to(self.device)
+
+    def reset(self):
+        obs, _ = self.envs.reset(seed=self.seed)
+        self.episode_return[:] = 0
+        self.episode_length[:] = 0
+        self.resetting[:] = False
+        return self.observation(obs)
+
+    def state_dict(self):
+        return None  # Gymnasium has no general way to save an env: a resumed run starts new episodes
+
+    def step(self, action):
+        obs, reward, terminated, truncated, _ = self.envs.step(action.cpu().numpy())
+        reward, done = reward.astype(np.float32), terminated | truncated
+        episode_return, episode_length = end_episodes(self, reward, done)
+        self.resetting = done
+        reward, terminated, truncated, episode_return, episode_length = (
+            torch.from_numpy(x).to(self.device) for x in (reward, terminated, truncated, episode_return, episode_length)
+        )
+        info = {"episode_return": episode_return, "episode_length": episode_length, "score": episode_return}
+        return self.observation(obs), reward, terminated, truncated, info
+
+    def pictures(self, obs):
+        """--capture-video: MinAtar's grids of channels, a colour each (video_refusal lets no other Gymnasium env
+        this far). Returns [N, 10, 10, 3] uint8."""
+        return grid_pictures(obs.cpu().numpy())
+
+
+def import_gymnasium(env_id):
+    """Gymnasium, with MinAtar's games registered where the id asks for them (the package `minatar`)."""
+    import gymnasium as gym
+
+    if env_id.startswith("MinAtar/"):
+        import logging
+
+        logging.disable(logging.WARNING)  # minatar.gym warns at import where seaborn (only to render) is missing
+        try:
+            import minatar.gym
+        finally:
+            logging.disable(logging.NOTSET)
+        if "MinAtar/Breakout-v1" not in gym.registry:
+            minatar.gym.register_envs()
+    return gym
+
+
+def atari_ids():
+    from envpool.registration import registry
+
+    return [env_id for env_id, spec in registry.specs.items() if spec[0] == "envpool.atari"]
+
+
+def make_envs(args, device):
+    """An Ocean env of p3o_ocean.py for `--env-id ocean/NAME` (the only import across files), EnvPool Atari for its
+    ids, and Gymnasium for any other id."""
+    if args.env_id.startswith("ocean/"):
+        from p3o_ocean import OCEAN_ENVS
+
+        options = dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length,
+                       reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance)
+        return OCEAN_ENVS[args.env_id[len("ocean/") :]](args.num_envs, device=device, seed=args.seed, **options)
+    if args.env_id in atari_ids():
+        return AtariEnvs(args.env_id, args.num_envs, device, args.seed)
+    return GymnasiumEnvs(args.env_id, args.num_envs, device, args.seed)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Data parallel under torchrun (`torchrun --standalone --nproc_per_node N` this script): each rank steps its
+# share of the envs, and these helpers are all that crosses between ranks; in a plain run each is a no-op
+# ---------------------------------------------------------------------------------------------------------
+def all_sum(*tensors):
+    """Each tensor summed over the ranks of a torchrun launch, in one all-reduce (float32); in a single process the
+    tensors as they are. Every reduction across ranks goes through here. A tensor that carries a gradient keeps it:
+    the other ranks' part joins as a constant, and their gradients join through the update's all_sum of the
+    gradients. One tensor in, one out; several in, a tuple out."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return tensors if len(tensors) > 1 else tensors[0]
+    flat = torch.cat([tensor.detach().reshape(-1).float() for tensor in tensors])
+    dist.all_reduce(flat)
+    parts = flat.split([tensor.numel() for tensor in tensors])
+    totals = [total.view_as(tensor).to(tensor.dtype) for total, tensor in zip(parts, tensors)]
+    totals = tuple(tensor + (total - tensor.detach()) if tensor.requires_grad else total
+                   for tensor, total in zip(tensors, totals))
+    return totals if len(totals) > 1 else totals[0]
+
+
+def all_gather(value):
+    """Every rank's `value` (any picklable object: the games that ended, a checkpoint's envs), in rank order; [value]
+    in a single process."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return [value]
+    values = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value)
+    return values
+
+
+def dist_backend(args):
+    """NCCL where each rank has a GPU, gloo on CPUs; P3O_DIST_BACKEND=gloo lets several ranks share one GPU."""
+    return os.environ.get("P3O_DIST_BACKEND", "nccl" if args.cuda and torch.cuda.is_available() else "gloo")
+
+
+class NoWriter:
+    """The SummaryWriter of the ranks past 0: rank 0 alone logs (the global figures)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Checkpoints and refusals: a run killed at any moment loses at most one --save-interval; bad input stops
+# before any env or device is touched
+# ---------------------------------------------------------------------------------------------------------
+def rng_state():
+    """The random state a resume needs: torch's alone, as nothing here draws from Python's or NumPy's generators."""
+    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_state(state):
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path, state):
+    """Write to a temporary file, flush it to disk, then rename over the old one: a kill at any moment leaves
+    either the previous checkpoint or this one, whole."""
+    temporary = f"{path}.tmp"
+    torch.save(state, temporary)
+    with open(temporary, "rb") as file:
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+
+
+def claim_run_folder(run_name):
+    """Create runs/{run_name} and return its name; if a run already has that folder (two runs started in the
+    same second), take {run_name}-2, -3, ... instead. Creating is the claim, so parallel starts never share one."""
+    name, copy = run_name, 1
+    while True:
+        try:
+            os.makedirs(f"runs/{name}")
+            return name
+        except FileExistsError:
+            copy += 1
+            name = f"{run_name}-{copy}"
+
+
+CHECKPOINT_KEYS = ("script", "args", "run_name", "iteration", "global_step", "model", "optimizer", "envs", "next_obs",
+                   "next_valid", "history", "rng")
+
+
+def load_checkpoint(path, flag):
+    """This script's checkpoint at `path`, or exit with what is wrong with it (nothing touched yet)."""
+    def fail(reason):
+        print(f"{Path(__file__).name}: error: {flag} {path}: {reason}", file=sys.stderr)
+        sys.exit(2)
+
+    if not os.path.isfile(path):
+        fail("no such file")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # truncated, not a torch file, or pickled objects we refuse to run
+        fail(f"not a readable checkpoint ({type(error).__name__}: {str(error).splitlines()[0][:200]})")
+    if not isinstance(checkpoint, dict) or any(key not in checkpoint for key in CHECKPOINT_KEYS):
+        fail("not a checkpoint of these scripts (keys missing); checkpoints are runs/{run_name}/checkpoint.pt")
+    if checkpoint["script"] != Path(__file__).name:
+        fail(f"written by {checkpoint['script']}, not {Path(__file__).name}: use that script")
+    unknown = set(checkpoint["args"]) - set(Args.__dataclass_fields__)
+    if unknown:
+        fail(f"its args {sorted(unknown)} are unknown to this version of {Path(__file__).name}")
+    # --capture-video is evaluation's alone, no part of a run: checkpoints written before it existed still resume
+    missing = set(Args.__dataclass_fields__) - set(checkpoint["args"]) - {"capture_video"}
+    if missing and flag == "--resume":  # flags added since: their defaults could change the run's algorithm midway
+        fail(f"written before {Path(__file__).name} had {sorted(missing)}: resume it with the version that wrote it")
+    written, world_size = 1 + len(checkpoint.get("ranks", [])), int(os.environ.get("WORLD_SIZE", 1))
+    if written != world_size and flag == "--resume":  # torchrun: each rank continues its own envs and random numbers
+        launcher = f"torchrun --nproc_per_node {written}" if written > 1 else "python"
+        fail(f"written by {written} rank(s), resumed by {world_size}: resume it with the world size that wrote it "
+             f"({launcher})")
+    return checkpoint
+
+
+def resume_args(args):
+    """The args a --resume continues with: the checkpoint's own, so the run goes on as it started."""
+    checkpoint = load_checkpoint(args.resume, "--resume")
+    kept = {"resume": args.resume, "progress": args.progress}
+    defaults = Args()
+    ignored = [name for name in Args.__dataclass_fields__ if name not in kept
+               and getattr(args, name) != getattr(defaults, name) and getattr(args, name) != checkpoint["args"][name]]
+    if ignored:
+        flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
+        print(f"{Path(__file__).name}: --resume keeps the run's own args; ignored: {flags}", file=sys.stderr)
+    return Args(**{**checkpoint["args"], **kept}), checkpoint
+
+
+def first_nonfinite(**tensors):
+    """The name of the first tensor holding a NaN or an infinity (torchrun: on any rank, so every rank stops at the
+    same place), or None (one device sync for them all)."""
+    nonfinite = all_sum(torch.stack([~torch.isfinite(tensor).all() for tensor in tensors.values()]).float()).tolist()
+    return next((name for name, bad in zip(tensors, nonfinite) if bad), None)
+
+
+def unknown_env_id(env_id, known):
+    close = difflib.get_close_matches(env_id, known, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return f"--env-id {env_id!r} is not an EnvPool Atari id, a Gymnasium id or ocean/NAME{hint}"
+
+
+def gymnasium_errors(env_id):
+    """Why a Gymnasium id cannot train here, or []: an unknown id, a missing package, an action space that is not
+    discrete, an observation no network fits. It builds one env, not the vector env, to read its spaces."""
+    try:
+        gym = import_gymnasium(env_id)
+        if env_id not in gym.registry:
+            return [unknown_env_id(env_id, atari_ids() + list(gym.registry))]
+        env = gym.make(env_id)
+    except ImportError as error:  # gymnasium, minatar, or what an env's entry point imports (ale_py, box2d, ...)
+        package = (error.name or "?").split(".")[0]
+        return [f"--env-id {env_id!r} needs the package {package!r}, which is missing ({error}): "
+                f"pip install -r requirements.txt, or pip install {package}"]
+    action_space, obs_shape = env.action_space, GymnasiumEnvs.observation_shape(env.observation_space)
+    env.close()
+    if not isinstance(action_space, gym.spaces.Discrete):
+        return [f"--env-id {env_id!r} has a {action_space} action space: these scripts need a discrete one "
+                "(a Categorical policy)"]
+    try:
+        make_network(obs_shape)
+    except ValueError as error:
+        return [f"--env-id {env_id!r}: {error}"]
+    return []
+
+
+def check_args(args):
+    """Reject bad input before any env or device is touched, with a message that says what to change."""
+    errors = []
+    if args.env_id.startswith("ocean/"):
+        from p3o_ocean import OCEAN_ENVS
+
+        if args.env_id[len("ocean/") :] not in OCEAN_ENVS:
+            errors.append(unknown_env_id(args.env_id, [f"ocean/{name}" for name in OCEAN_ENVS]))
+    elif args.env_id not in atari_ids():
+        errors += gymnasium_errors(args.env_id)
+    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "delay",
+                 "forage_distance", "password_length", "spread", "choice_distance"):
+        if getattr(args, name) < 1:
+            errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not args.reward_noise >= 0:
+        errors.append(f"--reward-noise must be >= 0, got {args.reward_noise}")
+    if args.num_minibatches >= 1 and (args.num_envs * args.num_steps) % args.num_minibatches != 0:
+        errors.append(f"--num-minibatches {args.num_minibatches} must divide the batch, "
+                      f"--num-envs x --num-steps = {args.num_envs * args.num_steps}")
+    if not args.learning_rate > 0:
+        errors.append(f"--learning-rate must be > 0, got {args.learning_rate}")
+    if args.save_interval < 0:
+        errors.append(f"--save-interval must be >= 0 (0: no checkpoints), got {args.save_interval}")
+    if args.eval_episodes < 1:
+        errors.append(f"--eval-episodes must be >= 1, got {args.eval_episodes}")
+    if args.capture_video and not args.eval_checkpoint:
+        errors.append("--capture-video records an evaluation: add --eval-checkpoint runs/{run}/checkpoint.pt")
+    # P3O: its own flags
+    if args.horizon < 1:
+        errors.append(f"--horizon must be >= 1, got {args.horizon}")
+    if not 0 <= args.td_lambda <= 1:
+        errors.append(f"--td-lambda must be in [0, 1], got {args.td_lambda}")
+    if not args.window_loss_coef >= 0:
+        errors.append(f"--window-loss-coef must be >= 0 (0: the NLL alone), got {args.window_loss_coef}")
+    if not 0 < args.value_fraction <= 1:
+        errors.append(f"--value-fraction must be in (0, 1], got {args.value_fraction}")
+    # end P3O
+    # torchrun: each rank steps num_envs / WORLD_SIZE envs, and with NCCL each rank needs a GPU of its own
+    world_size, local_world_size = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    if args.num_envs % world_size != 0:
+        errors.append(f"--num-envs {args.num_envs} must be divisible by the world size {world_size}: "
+                      "each rank steps num_envs / world_size envs")
+    elif args.num_minibatches >= 1 and (args.num_envs // world_size * args.num_steps) % args.num_minibatches != 0:
+        errors.append(f"--num-minibatches {args.num_minibatches} must divide each rank's batch, "
+                      f"--num-envs / world size x --num-steps = {args.num_envs // world_size * args.num_steps}")
+    if world_size > 1 and dist_backend(args) not in ("nccl", "gloo"):
+        errors.append(f"P3O_DIST_BACKEND={dist_backend(args)!r}: nccl or gloo")
+    elif world_size > 1 and dist_backend(args) == "nccl" and local_world_size > torch.cuda.device_count():
+        gpus = torch.cuda.device_count()
+        errors.append(f"{local_world_size} ranks on this machine share {gpus} GPU(s), but NCCL needs a GPU per rank: "
+                      f"launch --nproc_per_node {gpus}, or let them share with P3O_DIST_BACKEND=gloo")
+    if errors:
+        for error in errors:
+            print(f"{Path(__file__).name}: error: {error}", file=sys.stderr)
+        sys.exit(2)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # --capture-video: each evaluated episode as an animated GIF, one frame per decision, the observation the policy
 # saw when it made it (a reset step's observation is not one: its action is ignored)
 # ---------------------------------------------------------------------------------------------------------
+def evaluate(args):
+    """Play --eval-episodes episodes (Atari: whole games), one per env, with the policy of --eval-checkpoint;
+    print and return the mean and std of their return and score. --capture-video: each episode also as a GIF in
+    the checkpoint's run folder, runs/{run_name}/videos/ (save_videos), its path printed and returned."""
+    checkpoint = load_checkpoint(args.eval_checkpoint, "--eval-checkpoint")
+    run_args = Args(**checkpoint["args"])
+    refusal = video_refusal(run_args.env_id) if args.capture_video else None
+    if refusal:  # before any env or model is built
+        print(f"{Path(__file__).name}: error: {refusal}", file=sys.stderr)
+        sys.exit(2)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    torch.manual_seed(args.seed)
+    envs = make_envs(replace(run_args, num_envs=args.eval_episodes, seed=args.seed), device)
+    next_obs = envs.reset()
+    agent = Agent(tuple(next_obs.shape[1:]), envs.num_actions, run_args).to(device)
+    agent.load_state_dict(checkpoint["model"])
+    returns = torch.full((args.eval_episodes,), float("nan"), device=device)
+    scores = returns.clone()
+    frames = [[] for _ in range(args.eval_episodes)] if args.capture_video else None  # each env's first episode
+    with torch.no_grad():
+        for _ in range(100_000):  # a cap, so a policy that never ends an episode cannot hang the evaluation
+            if frames is not None:
+                record_frames(frames, envs, next_obs, returns.isnan())
+            logits = agent.get_logits(next_obs)
+            action = logits.argmax(-1) if args.eval_greedy else Categorical(logits=logits).sample()
+            next_obs, _, _, _, infos = envs.step(action)
+            first = (infos["episode_length"] > 0) & returns.isnan()  # each env's first whole episode
+            returns = torch.where(first, infos["episode_return"].float(), returns)
+            scores = torch.where(first, infos["score"].float(), scores)
+            if not returns.isnan().any():
+                break
+    done = ~returns.isnan()
+    result = {"env": run_args.env_id, "episodes": int(done.sum()), "return": float(returns[done].mean()),
+              "return_std": float(returns[done].std(correction=0)),
+              "score": float(scores[done].mean()), "score_std": float(scores[done].std(correction=0))}
+    policy = "greedy" if args.eval_greedy else "sampled"
+    print(f"{run_args.env_id}: {result['episodes']} episodes, {policy} policy of {args.eval_checkpoint} "
+          f"(step {checkpoint['global_step']:,}): return {result['return']:.3f} +- {result['return_std']:.3f}, "
+          f"score {result['score']:.3f} +- {result['score_std']:.3f}", flush=True)
+    if frames is not None:
+        episodes = {i: frames[i] for i in np.flatnonzero(done.cpu().numpy())}
+        name = f"step{checkpoint['global_step']}-seed{args.seed}-{policy}"
+        result["videos"] = save_videos(episodes, f"runs/{checkpoint['run_name']}/videos", name)
+        for path in result["videos"]:
+            print(f"video: {path}", flush=True)
+    return result
+
+
+def video_refusal(env_id):
+    """Why --capture-video cannot draw this env, in one line that says what to do, or None: it draws EnvPool's Atari
+    frames, MinAtar's grids and the Ocean envs that have a picture (p3o_ocean.py's `pictures`)."""
+    from p3o_ocean import OCEAN_ENVS
+
+    drawn = [f"ocean/{name}" for name, env in OCEAN_ENVS.items() if hasattr(env, "pictures")]
+    if env_id in atari_ids() or env_id.startswith("MinAtar/") or env_id in drawn:
+        return None
+    return (f"--capture-video draws EnvPool's Atari games, MinAtar's and {', '.join(drawn)}, not {env_id} (Gymnasium's "
+            f"rgb_array rendering is not wired in): evaluate it without --capture-video")
+
+
 # A grid's cell takes the colour of its last set channel, c's being VIDEO_PALETTE[c % 10] (matplotlib's tab10), or
 # black where none is set. Pictures are scaled up by a whole factor to at least VIDEO_SIZE pixels, above a caption
 # strip; 70 ms a frame is about real time on Atari (60 frames a second, 4 a decision).
@@ -1145,64 +1259,9 @@ def save_videos(episodes, folder, name):
     return paths
 
 
-def video_refusal(env_id):
-    """Why --capture-video cannot draw this env, in one line that says what to do, or None: it draws EnvPool's Atari
-    frames, MinAtar's grids and the Ocean envs that have a picture (p3o_ocean.py's `pictures`)."""
-    from p3o_ocean import OCEAN_ENVS
-
-    drawn = [f"ocean/{name}" for name, env in OCEAN_ENVS.items() if hasattr(env, "pictures")]
-    if env_id in atari_ids() or env_id.startswith("MinAtar/") or env_id in drawn:
-        return None
-    return (f"--capture-video draws EnvPool's Atari games, MinAtar's and {', '.join(drawn)}, not {env_id} (Gymnasium's "
-            f"rgb_array rendering is not wired in): evaluate it without --capture-video")
-
-
-def evaluate(args):
-    """Play --eval-episodes episodes (Atari: whole games), one per env, with the policy of --eval-checkpoint;
-    print and return the mean and std of their return and score. --capture-video: each episode also as a GIF in
-    the checkpoint's run folder, runs/{run_name}/videos/ (save_videos), its path printed and returned."""
-    checkpoint = load_checkpoint(args.eval_checkpoint, "--eval-checkpoint")
-    run_args = Args(**checkpoint["args"])
-    refusal = video_refusal(run_args.env_id) if args.capture_video else None
-    if refusal:  # before any env or model is built
-        print(f"{Path(__file__).name}: error: {refusal}", file=sys.stderr)
-        sys.exit(2)
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    torch.manual_seed(args.seed)
-    envs = make_envs(replace(run_args, num_envs=args.eval_episodes, seed=args.seed), device)
-    next_obs = envs.reset()
-    agent = Agent(tuple(next_obs.shape[1:]), envs.num_actions, run_args).to(device)
-    agent.load_state_dict(checkpoint["model"])
-    returns = torch.full((args.eval_episodes,), float("nan"), device=device)
-    scores = returns.clone()
-    frames = [[] for _ in range(args.eval_episodes)] if args.capture_video else None  # each env's first episode
-    with torch.no_grad():
-        for _ in range(100_000):  # a cap, so a policy that never ends an episode cannot hang the evaluation
-            if frames is not None:
-                record_frames(frames, envs, next_obs, returns.isnan())
-            logits = agent.get_logits(next_obs)
-            action = logits.argmax(-1) if args.eval_greedy else Categorical(logits=logits).sample()
-            next_obs, _, _, _, infos = envs.step(action)
-            first = (infos["episode_length"] > 0) & returns.isnan()  # each env's first whole episode
-            returns = torch.where(first, infos["episode_return"].float(), returns)
-            scores = torch.where(first, infos["score"].float(), scores)
-            if not returns.isnan().any():
-                break
-    done = ~returns.isnan()
-    result = {"env": run_args.env_id, "episodes": int(done.sum()), "return": float(returns[done].mean()), "return_std": float(returns[done].std(correction=0)),
-              "score": float(scores[done].mean()), "score_std": float(scores[done].std(correction=0))}
-    policy = "greedy" if args.eval_greedy else "sampled"
-    print(f"{run_args.env_id}: {result['episodes']} episodes, {policy} policy of {args.eval_checkpoint} (step {checkpoint['global_step']:,}): "
-          f"return {result['return']:.3f} +- {result['return_std']:.3f}, score {result['score']:.3f} +- {result['score_std']:.3f}", flush=True)
-    if frames is not None:
-        episodes = {i: frames[i] for i in np.flatnonzero(done.cpu().numpy())}
-        name = f"step{checkpoint['global_step']}-seed{args.seed}-{policy}"
-        result["videos"] = save_videos(episodes, f"runs/{checkpoint['run_name']}/videos", name)
-        for path in result["videos"]:
-            print(f"video: {path}", flush=True)
-    return result
-
-
+# ---------------------------------------------------------------------------------------------------------
+# Progress and timers
+# ---------------------------------------------------------------------------------------------------------
 class PhaseTimer:
     """Seconds spent in each phase of the iteration (synchronising the GPU, so the figures are honest)."""
 
@@ -1242,4 +1301,5 @@ if __name__ == "__main__":
     if dist.is_initialized():
         dist.destroy_process_group()
     if int(os.environ.get("RANK", 0)) == 0:
-        print(f"{result['env']}: return {result['return']:.2f} (mean of the last {result['episodes']} games), {result['steps']:,} steps, {result['SPS']:,} SPS")
+        print(f"{result['env']}: return {result['return']:.2f} (mean of the last {result['episodes']} games), "
+              f"{result['steps']:,} steps, {result['SPS']:,} SPS")

@@ -1,6 +1,7 @@
 # P3O on the Ocean suite: small vectorised PyTorch environments that train in seconds to minutes.
 # The algorithm is docs/algorithm.md: PPO with GAE replaced by a multi-horizon Gaussian value head and a
 # precision-weighted advantage (kernels/advantage.cu on a GPU, its PyTorch twin `p3o_advantage` elsewhere).
+# The maths, the agent and train are p3o_atari.py's; the Ocean envs and the plumbing are below train.
 """Usage:
     python p3o_ocean.py                                  # the whole suite in sequence, then a table
     python p3o_ocean.py --env-id delay --delay 32        # one env
@@ -17,6 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Optional
+
 
 import numpy as np
 import torch
@@ -73,8 +75,7 @@ class Args:
     anneal_lr: bool = True
     """Toggle learning rate annealing for policy and value networks"""
     num_minibatches: int = 4
-    """the number of mini-batches (keep them under ~30k samples at H = 128: on the CPU, temporaries of 32 MB
-    and more are mapped and page-faulted afresh at every use)"""
+    """the number of mini-batches (on the CPU, keep them under ~30k samples at H = 128: docs/algorithm.md)"""
     update_epochs: int = 2
     """the K epochs to update the policy"""
     norm_adv: bool = True
@@ -92,25 +93,19 @@ class Args:
     hidden_size: int = 64
     """width of the shared MLP trunk"""
 
-    # P3O specific arguments, the same defaults as p3o_atari.py's
+    # P3O specific arguments, the same defaults as p3o_atari.py's (docs/algorithm.md)
     horizon: int = 128
     """H, the horizon cap: the value head predicts the reward at each of the next H steps"""
     td_lambda: float = 0.8
-    """lam of the advantage's per-offset lambda-return: each reward ahead bootstrapped at every step by the critic's
-    prediction of it, except at the offsets the action is tied to (docs/algorithm.md); 1: the rewards throughout"""
+    """lambda of the per-offset lambda-return, the advantage's targets (1: the rewards themselves)"""
     window_loss_coef: float = 0.1
-    """beside the NLL, this times 0.5 (sum of target - mu over the decision's window)^2, over the batch's variance of
-    the window sums where that is above 1: the trunk's gradient where per-step rewards are small; it reaches the trunk
-    only, not the head's weights (docs/algorithm.md)"""
+    """coefficient of the window loss, the squared error of each decision's window sum (the trunk only)"""
     value_fraction: float = 0.5
-    """the value loss reads this share of each minibatch's decisions, the first of its random order: the H-wide head's
-    update at a fraction of its cost (the probes tie with 1.0, docs/ablations.md)"""
+    """the share of each minibatch's decisions the value loss reads"""
     clock: bool = True
-    """the value head adds c[s, j], a table over the clock s (the episode's decisions so far; on Atari the game's) and
-    the offset j, following the residuals of the decisions at each cell: mu can tell where an episode whose end is set
-    by time ends"""
+    """if toggled, mu adds a table over the episode's clock and the offset"""
     kernel: Literal["auto", "cuda", "torch"] = "auto"
-    """the advantage: CUDA kernel through CuPy when a GPU is there (auto), forced, or the PyTorch twin"""
+    """the advantage: the CUDA kernel where a GPU is there (auto), forced, or the PyTorch twin"""
 
     # Ocean env options (each env reads the ones it needs)
     delay: int = 4
@@ -135,6 +130,547 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
+# ---------------------------------------------------------------------------------------------------------
+# ALGO LOGIC
+# ---------------------------------------------------------------------------------------------------------
+# P3O: the value head's targets and the precision-weighted advantage (docs/algorithm.md): the
+# PyTorch twin p3o_advantage, and the CUDA kernel kernels/advantage.cu that computes it on a GPU
+MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
+# --clock: the table's rows (episode steps 0 .. 254, then one row for every later step). Each minibatch moves a cell
+# CLOCK_RATE * n / (n + CLOCK_PRIOR) of the way to the mean residual of its n decisions there: 0.01 to 0.04 on the Ocean
+# probes (tens a cell), 0.0015 on Breakout (one or none), so a rare cell averages many batches instead of fitting one
+# (at CLOCK_PRIOR = 4 a Breakout seed stalled; docs/ablations.md).
+CLOCK_ROWS = 256
+CLOCK_RATE, CLOCK_PRIOR = 0.1, 64.0
+# The offsets whose tie_z is above this keep their rewards as the advantage's targets: three standard errors.
+TIE_Z = 3.0
+
+
+def episode_ends(terminals):
+    """end[t, n]: the step of the first terminal at or after t, the last step of t's episode (T if it does not end
+    inside the rollout): a running minimum from the end. Shapes: terminals [T, N]. Returns [T, N] int64."""
+    T = terminals.shape[0]
+    steps = torch.arange(T, device=terminals.device)
+    return torch.where(terminals != 0, steps[:, None], T).flip(0).cummin(0).values.flip(0)
+
+
+def episode_inside(end, horizon):
+    """How many of the H offsets ahead of each decision lie inside its episode and the rollout: up to and including
+    its terminal, or up to the rollout's last step where the episode does not end inside it. Shapes: end [T, N], from
+    episode_ends. Returns [T, N] int64, at most H."""
+    steps = torch.arange(end.shape[0], device=end.device)
+    return (end.clamp(max=end.shape[0] - 1) - steps[:, None] + 1).clamp(max=horizon)
+
+
+def episode_windows(rewards, terminals, horizon, tail_mu=None):
+    """The rewards ahead of every decision, and how far ahead they are known.
+
+    targets[t, n, j] is the reward j steps after decision t: rewards[t + j, n] inside the rollout, then the
+    bootstrap predictions tail_mu[n, t + j - T] (zeros without tail_mu), and 0 after the terminal of t's
+    episode, inside the rollout and beyond it: the episode pays nothing after its end (a copy). k[t, n] counts
+    the offsets whose target is known: the horizon where the episode ends inside the rollout or tail_mu
+    continues it, else up to the rollout's last step (k = T - t, at most H). Windows never cross envs.
+    Shapes: rewards, terminals [T, N]; tail_mu [N, H] or None. Returns targets [T, N, H] and k [T, N] int64.
+    """
+    T, N = rewards.shape
+    beyond = tail_mu[:, : horizon - 1] if tail_mu is not None else rewards.new_zeros(N, horizon - 1)
+    # Unfolded along time within each env, so the offsets j of one decision are adjacent in memory.
+    targets = torch.cat([rewards.T, beyond], dim=1).unfold(1, horizon, 1).transpose(0, 1)  # [T, N, H], a view
+    end = episode_ends(terminals)
+    k = torch.where((end < T) | (tail_mu is not None), horizon, episode_inside(end, horizon))
+    steps = torch.arange(T, device=rewards.device)
+    last = torch.where(end < T, end - steps[:, None], horizon)  # the offset of t's terminal (H: none in the rollout)
+    return torch.where(torch.arange(horizon, device=rewards.device) > last[..., None], 0.0, targets), k
+
+
+def window_sum_variance(targets, valid):
+    """The variance over the batch's decisions (valid, bool) of their window sums, each the sum of a decision's known
+    targets: the window loss's unit where it is above 1. The targets are episode_windows' without a tail, 0 past each
+    decision's window, so a plain sum over the offsets is the window's. Shapes: targets [T, N, H]; valid [T, N].
+    Returns a 0-d tensor."""
+    sums = targets.sum(-1)
+    return masked_mean(sums.square(), valid) - masked_mean(sums, valid).square()  # torchrun: every rank's decisions
+
+
+def window_mu(hidden, head, window):
+    """mu summed over each decision's first `window` offsets, through the head's weights held fixed, so the window
+    loss shapes the trunk's features only: the features times the sum of the head's first w rows, plus the sum of its
+    first w biases. Shapes: hidden [B, F]; window [B] int64, at most H. Returns [B]."""
+    rows = nn.functional.pad(head.weight.detach().cumsum(0), (0, 0, 1, 0))  # row w: the sum of the head's first w rows
+    biases = nn.functional.pad(head.bias.detach().cumsum(0), (1, 0))
+    return (hidden * rows.index_select(0, window)).sum(1) + biases.index_select(0, window)
+
+
+def step_clock_table(table, clocks, residual, kept):
+    """--clock, one minibatch's step: each cell c[s, j] moves by CLOCK_RATE * sum / (count + CLOCK_PRIOR), the sum and
+    the
+    count of the kept residuals (reward less mu, the table's part included) j steps after the minibatch's decisions
+    made s steps into their episode: toward the cell's mean residual, less far where few decisions reach it.
+    Shapes: table [CLOCK_ROWS, H]; clocks [B]; residual, kept [B, H]. Changes table in place."""
+    rows = clocks.clamp(0, CLOCK_ROWS - 1)
+    sums = torch.zeros_like(table).index_add_(0, rows, residual)
+    counts = torch.zeros_like(table).index_add_(0, rows, kept.float())
+    sums, counts = all_sum(sums, counts)  # torchrun: every rank's minibatch i is a part of the global minibatch i
+    table += CLOCK_RATE * sums / (counts + CLOCK_PRIOR)
+
+
+def precision(sigma):
+    """omega[j] = 1 / sigma[j]^2, sigma clamped to [e^-10, e^10]."""
+    sigma = sigma.clamp(MIN_SIGMA, MAX_SIGMA)
+    return 1.0 / (sigma * sigma)
+
+
+def log_weight_curve(writer, sigma, global_step):
+    """The learned discount curve as a TensorBoard histogram: bucket j holds w[j], the weight of the reward j steps
+    ahead (omega over its max), so the histogram view shows the curve change over training."""
+    weights = precision(sigma.detach().double().cpu())
+    weights = weights / weights.max()
+    offsets = torch.arange(len(weights), dtype=torch.float64)
+    writer.add_histogram_raw(
+        "charts/weight_curve", min=0.0, max=float(len(weights)), num=float(weights.sum()),
+        sum=float((offsets * weights).sum()), sum_squares=float((offsets**2 * weights).sum()),
+        bucket_limits=(offsets + 1).tolist(), bucket_counts=weights.tolist(), global_step=global_step,
+    )
+
+
+def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
+    """The P3O advantage: A[t, n] = sum_j w[j] * (y[t, n, j] - mu[t, n, j]), w = omega / max(omega), with
+    omega[j] = 1 / sigma[j]^2 the precision of the prediction j steps ahead (sigma clamped to [e^-10, e^10], the range
+    training keeps it in, so sigma = 0 gives finite results).
+
+    y is the per-offset lambda-return (fixed-horizon TD(lambda), De Asis et al. 2020): each reward ahead as seen one
+    step later, bootstrapped there by the critic's own prediction of it, as GAE bootstraps at every step:
+        y[t, 0] = rewards[t]
+        y[t, j] = (1 - lam) * mu[t + 1, j - 1] + lam * y[t + 1, j - 1]   for j >= 1, while t's episode runs at t + 1
+        y[t, j] = 0                                                      for j >= 1 where step t ended the episode
+        y[T] = tail_mu, the predictions at the bootstrap state.
+    lam = 1 gives episode_windows' targets, the rewards themselves. So do the offsets where keep[j] is set: the action
+    measurably moves that reward (tie_z), and what it alone moves no state shows, so no bootstrap can carry it.
+    Shapes: rewards, terminals [T, N]; mu [T, N, H]; sigma, keep [H]; tail_mu [N, H]. Returns [T, N] float32.
+    """
+    T, N, H = mu.shape
+    omega = precision(sigma)
+    y = torch.empty_like(mu)
+    next_mu, next_y = tail_mu, tail_mu
+    for t in reversed(range(T)):  # one backward pass, like GAE's, carrying an H-vector per env
+        y[t, :, 0] = rewards[t]
+        y[t, :, 1:] = (1.0 - terminals[t, :, None]) * ((1.0 - lam) * next_mu[:, :-1] + lam * next_y[:, :-1])
+        next_mu, next_y = mu[t], y[t]
+    if keep is not None and keep.any():
+        y = torch.where(keep, episode_windows(rewards, terminals, H, tail_mu)[0], y)
+    return (y - mu) @ omega / omega.max()
+
+
+def tie_z(rewards, terminals, mu, tail_mu, score, valid):
+    """z[j] = |corr(target[j] - mu[j], score)| * sqrt(n) over the batch's n decisions (valid): how surely the action
+    moves the reward j steps ahead, with score its centred log-prob (about |N(0, 1)| where nothing ties them). The
+    targets are episode_windows' with the tail, built a block of envs at a time, so the temporaries stay at a
+    few MB (on the CPU every fresh page of a large temporary costs a fault).
+    Shapes: rewards, terminals, score, valid [T, N]; mu [T, N, H]; tail_mu [N, H]. Returns z [H]."""
+    T, N, H = mu.shape
+    score = torch.where(valid, score, 0.0)
+    products, squares = mu.new_zeros(H), mu.new_zeros(H)
+    block = max(1, min(N, 2**21 // (T * H)))
+    for n in range(0, N, block):
+        envs = slice(n, n + block)
+        targets = episode_windows(rewards[:, envs], terminals[:, envs], H, tail_mu[envs])[0]
+        residual = targets.sub_(mu[:, envs]).reshape(-1, H)
+        products += residual.T @ score[:, envs].reshape(-1)
+        squares += residual.square_().T @ valid[:, envs].reshape(-1).float()
+    # torchrun: every rank's
+    products, squares, score_squares, count = all_sum(products, squares, score.square().sum(), valid.sum())
+    corr = products / (squares * score_squares).sqrt().clamp(min=1e-30)
+    return corr.abs() * count.sqrt()
+
+
+def select_advantage(kernel, device):
+    """The advantage function for this run, and one line that says which one it is."""
+    if kernel == "torch" or (kernel == "auto" and device.type != "cuda"):
+        return p3o_advantage, f"advantage: PyTorch twin p3o_advantage on {device.type} (kernel={kernel})"
+    try:
+        from kernels.advantage import load_cuda_advantage  # advantage.cu through CuPy, beside the kernel
+
+        return load_cuda_advantage(), "advantage: CUDA kernel kernels/advantage.cu through CuPy"
+    except Exception as error:  # CuPy missing, no driver, compile error: the twin computes the same thing
+        if kernel == "cuda":
+            raise SystemExit(f"{Path(__file__).name}: error: --kernel cuda, but the CUDA kernel is unavailable: "
+                             f"{error}")
+        unavailable = f"CUDA kernel unavailable: {type(error).__name__}: {error}"
+        return p3o_advantage, f"advantage: PyTorch twin p3o_advantage ({unavailable})"
+# end P3O
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The agent
+# ---------------------------------------------------------------------------------------------------------
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, obs_dim, num_actions, hidden_size, horizon, clock=False):
+        super().__init__()
+        self.network = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, hidden_size)),
+            nn.Tanh(),
+            layer_init(nn.Linear(hidden_size, hidden_size)),
+            nn.Tanh(),
+        )
+        self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
+        # P3O: mu[j] predicts the reward j steps ahead; one learned spread per offset, shared by all states.
+        # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
+        self.critic = layer_init(nn.Linear(hidden_size, horizon), std=0)
+        self.log_sigma = nn.Parameter(torch.zeros(horizon))
+        # --clock: c[s, j] added to mu[j] for a decision s steps into its episode (step_clock_table steps it)
+        self.register_buffer("clock_table", torch.zeros(CLOCK_ROWS, horizon) if clock else None)
+
+    def get_value(self, x):
+        return self.critic(self.network(x))
+
+    def clock_mu(self, clock):
+        """--clock: the table's part of mu for decisions `clock` steps into their episodes, [*clock.shape, H] (0
+        without it)."""
+        if self.clock_table is None:
+            return 0.0
+        return self.clock_table.index_select(0, clock.clamp(0, CLOCK_ROWS - 1).reshape(-1)).view(*clock.shape, -1)
+
+    def get_features(self, x):
+        """The trunk's features [B, F]: the update's window loss reads them beside mu."""
+        return self.network(x)
+
+    def get_logits(self, x):
+        return self.actor(self.network(x))
+
+    def get_action_and_value(self, x, action=None, hidden=None, value_rows=None):
+        hidden = self.network(x) if hidden is None else hidden  # the update passes those it computed
+        logits = self.actor(hidden)
+        probs = Categorical(logits=logits)
+        if action is None:
+            action = probs.sample()
+        # mu of the first value_rows (all by default)
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden[:value_rows])
+
+
+def masked_mean(x, mask):
+    """The mean of x where mask is set (torchrun: over every rank's entries; the gradient is this rank's share)."""
+    total, count = all_sum((x * mask).sum(), mask.sum())
+    return total / count.clamp(min=1)
+
+
+def explained_variance(y, residual, mask):
+    """1 - Var(residual) / Var(y) over the entries where mask (bool) is set (torchrun: every rank's); nan where y does
+    not vary there."""
+    count = all_sum(mask.sum()).clamp(min=1)
+
+    def variance(x):
+        x = torch.where(mask, x, 0.0).reshape(-1)
+        squares, total = all_sum(torch.dot(x, x), x.sum())
+        return squares / count - (total / count) ** 2
+
+    var_y = variance(y)
+    return float("nan") if not var_y > 0 else float(1 - variance(residual) / var_y)
+
+
+def train(args, checkpoint=None):
+    """Train P3O on one Ocean env, or continue a checkpoint's run; returns the final score and throughput."""
+    env_class = OCEAN_ENVS[args.env_id]
+    args.total_timesteps = args.total_timesteps or env_class.default_timesteps
+    args.batch_size = int(args.num_envs * args.num_steps)
+    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    args.num_iterations = max(1, args.total_timesteps // args.batch_size)
+    # a new run never writes into another run's folder; a resumed one continues its own
+    run_name = checkpoint["run_name"] if checkpoint else claim_run_folder(
+        f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}")
+    if args.track:
+        import wandb
+
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=vars(args),
+                   name=run_name, save_code=True)
+    # A resumed run drops the events its previous life logged after the checkpoint, and the curve continues.
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
+    table = "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n%s" % table)
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    advantage_fn, advantage_note = select_advantage(args.kernel, device)
+
+    # env setup: the envs live on the model's device, so observations never leave it
+    envs = env_class(args.num_envs, device=device, seed=args.seed, **env_options(args))
+    print(f"{args.env_id}: {advantage_note}; runs/{run_name}", flush=True)
+
+    agent = Agent(envs.obs_dim, envs.num_actions, args.hidden_size, args.horizon, args.clock).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, args.num_envs, envs.obs_dim), device=device)
+    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
+    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
+    terminals = torch.zeros((args.num_steps, args.num_envs), device=device)
+    valid = torch.zeros((args.num_steps, args.num_envs), device=device)
+    mus = torch.zeros((args.num_steps, args.num_envs, args.horizon), device=device)
+    clocks = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)  # its episode step
+    entropies = torch.zeros((args.num_steps, args.num_envs), device=device)  # with the log-probs, the tie's score
+    offsets = torch.arange(args.horizon, device=device)
+
+    # TRY NOT TO MODIFY: start the game
+    global_step, start_iteration = 0, 1
+    next_obs = envs.reset()
+    next_valid = torch.ones(args.num_envs, device=device)
+    final_scores = []  # (score sum, episode count) of the last iterations, for the final score
+    if checkpoint:  # continue exactly where the checkpoint left: same parameters, envs and random numbers
+        agent.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        envs.load_state_dict(checkpoint["envs"])
+        next_obs, next_valid = checkpoint["next_obs"].to(device), checkpoint["next_valid"].to(device)
+        final_scores = [tuple(entry) for entry in checkpoint["history"]]
+        global_step, start_iteration = checkpoint["global_step"], checkpoint["iteration"] + 1
+        set_rng_state(checkpoint["rng"])
+        print(f"{args.env_id}: resumed at iteration {checkpoint['iteration']}, step {global_step:,}", flush=True)
+    start_time, start_step = time.time(), global_step
+    timer = PhaseTimer(device)
+
+    def snapshot(iteration, global_step):
+        """A checkpoint's content: what --resume needs to continue the run after `iteration`."""
+        return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration,
+                "global_step": global_step,
+                "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "envs": envs.state_dict(),
+                "next_obs": next_obs, "next_valid": next_valid, "history": final_scores, "rng": rng_state()}
+
+    def stop_nonfinite(what):
+        """No silent NaN training: keep the last good parameters (this iteration's update stopped before they
+        changed) in crash.pt, resumable from this iteration's rollout, and exit non-zero."""
+        path = f"runs/{run_name}/crash.pt"
+        save_checkpoint(path, snapshot(iteration - 1, global_step - args.batch_size))
+        writer.close()
+        sys.exit(f"{Path(__file__).name}: error: non-finite {what} at iteration {iteration}, step {global_step:,}; "
+                 f"the update stopped; last good state: {path}")
+
+    for iteration in range(start_iteration, args.num_iterations + 1):
+        # Annealing the rate if instructed to do so.
+        if args.anneal_lr:
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            lrnow = frac * args.learning_rate
+            optimizer.param_groups[0]["lr"] = lrnow
+
+        episode_stats = torch.zeros(4, device=device)  # episodes, return, length, score (sums)
+        for step in range(0, args.num_steps):
+            global_step += args.num_envs
+            obs[step] = next_obs
+            valid[step] = next_valid
+
+            # ALGO LOGIC: action logic
+            with torch.no_grad():
+                # the env's count of the episode's decisions
+                clocks[step] = torch.as_tensor(envs.episode_length, device=device)
+                action, logprob, entropy, mu = agent.get_action_and_value(next_obs)
+                mus[step] = mu + agent.clock_mu(clocks[step])
+                entropies[step] = entropy
+            actions[step] = action
+            logprobs[step] = logprob
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            next_obs, reward, terminations, truncations, infos = envs.step(action)
+            next_done = (terminations | truncations).float()
+            rewards[step] = reward
+            terminals[step] = next_done
+            # The step after a done is a decision only for envs that reset within the done step.
+            next_valid = 1.0 - next_done * envs.autoreset_next_step
+            ended = [(infos[key] * next_done).sum() for key in ("episode_return", "episode_length", "score")]
+            episode_stats += torch.stack([next_done.sum()] + ended)
+        timer.lap("rollout")
+
+        # ALGO LOGIC: the P3O advantage, with no gamma: a weight per offset, learned
+        with torch.no_grad():
+            real = valid.bool()
+            # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail), and the
+            # episode's zeros after its end.
+            value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
+            value_window = value_window * real
+            window_var = window_sum_variance(value_targets, real)  # the window loss's unit, where above 1
+            # Of those, the pairs inside the episode: up to its terminal, or up to the rollout's end where it has none.
+            ends = episode_ends(terminals)
+            value_inside = episode_inside(ends, args.horizon) * real
+            sigma = agent.log_sigma.clamp(-10, 10).exp()
+            tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device))
+            # The targets are the lambda-returns, bootstrapped at every step, except at the offsets whose residual
+            # the action measurably moves (z > TIE_Z): those keep their rewards. Autoreset steps are not decisions.
+            keep = tie_z(rewards, terminals, mus, tail_mu, logprobs + entropies, real) > TIE_Z
+            advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.td_lambda, keep) * valid
+        # A non-finite mu or sigma makes its decision's advantage non-finite (every weight is above 0), so checking
+        # the advantages covers them, at a fraction of the cost of reading all of mu (24 ms an iteration at H = 128)
+        bad = first_nonfinite(rewards=rewards, advantages=advantages)
+        if bad:
+            stop_nonfinite(f"{bad} in the advantage")
+        timer.lap("advantage")
+
+        # flatten the batch
+        b_obs = obs.reshape((-1, envs.obs_dim))
+        b_logprobs = logprobs.reshape(-1)
+        b_actions = actions.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        b_valid = valid.reshape(-1)
+        b_value_targets = value_targets.reshape(-1, args.horizon)  # a view: a decision's H targets are one row
+        b_value_window = value_window.reshape(-1)
+        b_clocks = clocks.reshape(-1)
+        b_value_inside = value_inside.reshape(-1)
+        value_rows = max(1, round(args.minibatch_size * args.value_fraction))  # the value loss's share of a minibatch
+
+        # Optimizing the policy and value network
+        clipfracs, grad_norms = [], []  # grad_norms: before the clip, to see how often it bites
+        for epoch in range(args.update_epochs):
+            b_inds = torch.randperm(args.batch_size, device=device)
+            for start in range(0, args.batch_size, args.minibatch_size):
+                end = start + args.minibatch_size
+                mb_inds = b_inds[start:end]
+                mb_valid = b_valid[mb_inds]
+                # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
+                v_inds = mb_inds[:value_rows]  # the value loss's decisions, the first of the minibatch's random order
+                hidden = agent.get_features(b_obs.index_select(0, mb_inds))  # the window loss reads them too
+                _, newlogprob, entropy, newmu = agent.get_action_and_value(
+                    None, b_actions[mb_inds], hidden=hidden, value_rows=value_rows)
+                clock_mu = agent.clock_mu(b_clocks[v_inds])  # --clock's table (0 without it), read by both losses below
+                newmu = newmu + clock_mu
+                logratio = newlogprob - b_logprobs[mb_inds]
+                ratio = logratio.exp()
+
+                with torch.no_grad():
+                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                    old_approx_kl = masked_mean(-logratio, mb_valid)
+                    approx_kl = masked_mean((ratio - 1) - logratio, mb_valid)
+                    clipfracs += [masked_mean(((ratio - 1.0).abs() > args.clip_coef).float(), mb_valid)]
+
+                mb_advantages = b_advantages[mb_inds]
+                if args.norm_adv:
+                    adv_mean = masked_mean(mb_advantages, mb_valid)
+                    adv_std = masked_mean((mb_advantages - adv_mean) ** 2, mb_valid).sqrt()
+                    mb_advantages = (mb_advantages - adv_mean) / (adv_std + 1e-8)
+
+                # Policy loss
+                pg_loss1 = -mb_advantages * ratio
+                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mb_valid)
+
+                # Value loss: Gaussian NLL of each real reward ahead under N(mu[j], sigma[j]^2), summed over the kept
+                # (decision, offset) pairs and divided by the pairs inside the episodes: the known zeros that pad a
+                # window past its terminal must not dilute it as H grows
+                log_sigma = agent.log_sigma.clamp(-10, 10)
+                mb_value_targets = b_value_targets.index_select(0, v_inds)
+                window = b_value_window[v_inds]
+                kept = offsets < window[:, None]
+                residual = torch.where(kept, mb_value_targets - newmu, 0.0)
+                counts = kept.sum(0)
+                nll = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum()
+                value_nll = nll / b_value_inside[v_inds].sum().clamp(min=1)
+                # plus the squared error of the window's sum, what the advantage subtracts (--window-loss-coef), through
+                # the head's weights held fixed: it shapes the trunk's features and leaves each offset's fit to the NLL
+                window_sum = torch.where(kept, mb_value_targets - clock_mu, 0.0).sum(1)
+                window_residual = window_sum - window_mu(hidden[:value_rows], agent.critic, window)
+                window_loss = 0.5 * masked_mean(window_residual.square(), b_valid[v_inds]) / window_var.clamp(min=1.0)
+                v_loss = value_nll + args.window_loss_coef * window_loss
+
+                entropy_loss = masked_mean(entropy, mb_valid)
+                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+                optimizer.zero_grad()
+                loss.backward()
+                # The clip leaves log_sigma out: H per-offset scales (Adam bounds their steps anyway), whose gradient's
+                # norm would grow with H and make the clip's bite on the policy's step depend on H
+                clipped = [p for name, p in agent.named_parameters() if name != "log_sigma"]
+                grad_norm = nn.utils.clip_grad_norm_(clipped, args.max_grad_norm)
+                grad_norms += [grad_norm]
+                bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
+                if bad:
+                    stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // args.minibatch_size})")
+                optimizer.step()
+                if agent.clock_table is not None:  # the clock's table follows what mu still misses on these decisions
+                    step_clock_table(agent.clock_table, b_clocks[v_inds], residual.detach(), kept)
+
+            if args.target_kl is not None and approx_kl > args.target_kl:
+                break
+        bad = first_nonfinite(**dict(agent.named_parameters()))
+        if bad:  # finite loss and gradients, yet the step overflowed: the last checkpoint is the last good state
+            writer.close()
+            sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration "
+                     f"{iteration}; last good state: runs/{run_name}/checkpoint.pt")
+        timer.lap("update")
+
+        # Explained variance of the rollout's predictions (made before this update, as PPO's) of each kept reward
+        # ahead, and of their window sums, what the advantage subtracts; over 32 of the envs at most
+        with torch.no_grad():
+            envs_read = slice(None, None, max(1, args.num_envs // 32))
+            targets_read, window_read = value_targets[:, envs_read], value_window[:, envs_read]
+            residuals_read = targets_read - mus[:, envs_read]  # the head's errors, made before this update
+            kept = offsets < window_read[..., None]
+            explained_var = explained_variance(targets_read, residuals_read, kept)
+            window_sums = [torch.where(kept, x, 0.0).sum(-1) for x in (targets_read, residuals_read)]
+            window_explained_var = explained_variance(*window_sums, window_read > 0)
+            episodes, returns, lengths, scores = episode_stats.tolist()
+        final_scores.append((scores, episodes))
+
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        sps = int((global_step - start_step) / (time.time() - start_time))
+        if episodes > 0:
+            writer.add_scalar("charts/episodic_return", returns / episodes, global_step)
+            writer.add_scalar("charts/avg_episodic_return", returns / episodes, global_step)
+            writer.add_scalar("charts/episodic_length", lengths / episodes, global_step)
+            writer.add_scalar("charts/score", scores / episodes, global_step)
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+        writer.add_scalar("losses/value_nll", value_nll.item(), global_step)
+        writer.add_scalar("losses/window_loss", window_loss.item(), global_step)
+        writer.add_scalar("losses/window_var", window_var.item(), global_step)
+        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+        writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+        writer.add_scalar("losses/grad_norm", torch.stack(grad_norms).mean().item(), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        # P3O: how well mu's window sums are predicted, the advantage's size, the weight curve
+        writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
+        writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
+        writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
+        writer.add_scalar("charts/tied_offsets", keep.sum().item(), global_step)
+        writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
+        log_weight_curve(writer, sigma, global_step)
+        for phase, seconds in timer.totals.items():
+            writer.add_scalar(f"perf/{phase}_fraction", seconds / max(timer.total, 1e-9), global_step)
+        if args.progress:
+            recent = scores / episodes if episodes > 0 else float("nan")
+            eta = (args.num_iterations - iteration) * (time.time() - start_time) / (iteration - start_iteration + 1)
+            line = f"step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | score {recent:.3f}"
+            show_progress(f"{args.env_id}: {line} | ETA {eta:.0f}s", iteration, args.num_iterations)
+        timer.lap("log")
+        if args.save_interval and (iteration % args.save_interval == 0 or iteration == args.num_iterations):
+            save_checkpoint(f"runs/{run_name}/checkpoint.pt", snapshot(iteration, global_step))
+            timer.lap("checkpoint")
+
+    # The final score: episodes that ended in the last 10% of the iterations (at least the last one).
+    last = final_scores[-max(1, len(final_scores) // 10):]
+    episodes = sum(count for _, count in last)
+    score = sum(total for total, _ in last) / episodes if episodes else float("nan")
+    writer.close()
+    if args.track:
+        wandb.finish()
+    sps = int((global_step - start_step) / (time.time() - start_time))
+    return {"env": args.env_id, "score": score, "solved": score >= env_class.solved_score, "steps": global_step,
+            "SPS": sps, "phases": dict(timer.totals), "run": run_name}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Plumbing. Everything below serves train() and the command line, none of it the algorithm: the env families,
+# torchrun's helpers, checkpoints and resume, refusals of bad input, evaluation and video, progress and timers
+# ---------------------------------------------------------------------------------------------------------
 # ---------------------------------------------------------------------------------------------------------
 # Ocean environments: vectorised over envs, on the model's device, all randomness from a seeded generator.
 # Every env returns obs [N, obs_dim] float32 and takes Discrete(num_actions) actions, an int64 tensor [N] on its
@@ -416,13 +952,15 @@ class Delay(OceanEnv):
         scored = self.t < self.num_decisions
         correct = (actions == self.cue) & scored
         slots = self.pending.shape[1]
-        self.pending.scatter_add_(1, (self.t.unsqueeze(1) + self._parts) % slots, (correct.float() / self.spread).unsqueeze(1).expand(-1, self.spread))
+        parts = (correct.float() / self.spread).unsqueeze(1).expand(-1, self.spread)
+        self.pending.scatter_add_(1, (self.t.unsqueeze(1) + self._parts) % slots, parts)
         # Pay this step's slot and clear it for the step that wraps onto it.
         slot = (self.t % slots).unsqueeze(1)
         reward = self.pending.gather(1, slot).squeeze(1)
         self.pending.scatter_(1, slot, 0.0)
         if self.reward_noise > 0:
-            reward = reward + self.reward_noise * torch.randn(self.num_envs, generator=self.generator, device=self.device)
+            noise = torch.randn(self.num_envs, generator=self.generator, device=self.device)
+            reward = reward + self.reward_noise * noise
         self.n_correct += correct
         self.t += 1
         terminated = self.t == self.episode_steps
@@ -562,7 +1100,8 @@ class Choice(OceanEnv):
         assert self.distance >= 1, "choice_distance must be >= 1"
         self.obs_dim, self.num_actions = 4, 2
         # Row 4 * far_pending + 2 * is_choice_step + cue -> observation (no cue at the choice step).
-        rows = [[choice, cue == 0 and not choice, cue == 1 and not choice, far] for far in (0, 1) for choice in (0, 1) for cue in (0, 1)]
+        rows = [[choice, cue == 0 and not choice, cue == 1 and not choice, far]
+                for far in (0, 1) for choice in (0, 1) for cue in (0, 1)]
         self._obs_table = torch.tensor(rows, dtype=torch.float32, device=self.device)
 
     def _obs(self):
@@ -628,245 +1167,16 @@ def all_sum(*tensors):
         return tensors if len(tensors) > 1 else tensors[0]
     flat = torch.cat([tensor.detach().reshape(-1).float() for tensor in tensors])
     dist.all_reduce(flat)
-    totals = [total.view_as(tensor).to(tensor.dtype) for total, tensor in zip(flat.split([tensor.numel() for tensor in tensors]), tensors)]
-    totals = tuple(tensor + (total - tensor.detach()) if tensor.requires_grad else total for tensor, total in zip(tensors, totals))
+    parts = flat.split([tensor.numel() for tensor in tensors])
+    totals = [total.view_as(tensor).to(tensor.dtype) for total, tensor in zip(parts, tensors)]
+    totals = tuple(tensor + (total - tensor.detach()) if tensor.requires_grad else total
+                   for tensor, total in zip(tensors, totals))
     return totals if len(totals) > 1 else totals[0]
 
 
 # ---------------------------------------------------------------------------------------------------------
-# ALGO LOGIC: the P3O advantage (the PyTorch twin of kernels/advantage.cu)
-# ---------------------------------------------------------------------------------------------------------
-MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
-# --clock: the table's rows (episode steps 0 .. 254, then one row for every later step). Each minibatch moves a cell
-# CLOCK_RATE * n / (n + CLOCK_PRIOR) of the way to the mean residual of its n decisions there: 0.01 to 0.04 on the Ocean
-# probes (tens a cell), 0.0015 on Breakout (one or none), so a rare cell averages many batches instead of fitting one
-# (at CLOCK_PRIOR = 4 a Breakout seed stalled; docs/ablations.md).
-CLOCK_ROWS = 256
-CLOCK_RATE, CLOCK_PRIOR = 0.1, 64.0
-# The offsets whose tie_z is above this keep their rewards as the advantage's targets: three standard errors.
-TIE_Z = 3.0
-
-
-def episode_ends(terminals):
-    """end[t, n]: the step of the first terminal at or after t, the last step of t's episode (T if it does not end
-    inside the rollout): a running minimum from the end. Shapes: terminals [T, N]. Returns [T, N] int64."""
-    T = terminals.shape[0]
-    steps = torch.arange(T, device=terminals.device)
-    return torch.where(terminals != 0, steps[:, None], T).flip(0).cummin(0).values.flip(0)
-
-
-def episode_inside(end, horizon):
-    """How many of the H offsets ahead of each decision lie inside its episode and the rollout: up to and including
-    its terminal, or up to the rollout's last step where the episode does not end inside it. Shapes: end [T, N], from
-    episode_ends. Returns [T, N] int64, at most H."""
-    steps = torch.arange(end.shape[0], device=end.device)
-    return (end.clamp(max=end.shape[0] - 1) - steps[:, None] + 1).clamp(max=horizon)
-
-
-def episode_windows(rewards, terminals, horizon, tail_mu=None):
-    """The rewards ahead of every decision, and how far ahead they are known.
-
-    targets[t, n, j] is the reward j steps after decision t: rewards[t + j, n] inside the rollout, then the
-    bootstrap predictions tail_mu[n, t + j - T] (zeros without tail_mu), and 0 after the terminal of t's
-    episode, inside the rollout and beyond it: the episode pays nothing after its end (a copy). k[t, n] counts
-    the offsets whose target is known: the horizon where the episode ends inside the rollout or tail_mu
-    continues it, else up to the rollout's last step (k = T - t, at most H). Windows never cross envs.
-    Shapes: rewards, terminals [T, N]; tail_mu [N, H] or None. Returns targets [T, N, H] and k [T, N] int64.
-    """
-    T, N = rewards.shape
-    beyond = tail_mu[:, : horizon - 1] if tail_mu is not None else rewards.new_zeros(N, horizon - 1)
-    # Unfolded along time within each env, so the offsets j of one decision are adjacent in memory.
-    targets = torch.cat([rewards.T, beyond], dim=1).unfold(1, horizon, 1).transpose(0, 1)  # [T, N, H], a view
-    end = episode_ends(terminals)
-    k = torch.where((end < T) | (tail_mu is not None), horizon, episode_inside(end, horizon))
-    steps = torch.arange(T, device=rewards.device)
-    last = torch.where(end < T, end - steps[:, None], horizon)  # the offset of t's terminal (H: none in the rollout)
-    return torch.where(torch.arange(horizon, device=rewards.device) > last[..., None], 0.0, targets), k
-
-
-def window_sum_variance(targets, valid):
-    """The variance over the batch's decisions (valid, bool) of their window sums, each the sum of a decision's known
-    targets: the window loss's unit where it is above 1. The targets are episode_windows' without a tail, 0 past each
-    decision's window, so a plain sum over the offsets is the window's. Shapes: targets [T, N, H]; valid [T, N].
-    Returns a 0-d tensor."""
-    sums = targets.sum(-1)
-    return masked_mean(sums.square(), valid) - masked_mean(sums, valid).square()  # torchrun: every rank's decisions
-
-
-def window_mu(hidden, head, window):
-    """mu summed over each decision's first `window` offsets, through the head's weights held fixed, so the window
-    loss shapes the trunk's features only: the features times the sum of the head's first w rows, plus the sum of its
-    first w biases. Shapes: hidden [B, F]; window [B] int64, at most H. Returns [B]."""
-    rows = nn.functional.pad(head.weight.detach().cumsum(0), (0, 0, 1, 0))  # row w: the sum of the head's first w rows
-    biases = nn.functional.pad(head.bias.detach().cumsum(0), (1, 0))
-    return (hidden * rows.index_select(0, window)).sum(1) + biases.index_select(0, window)
-
-
-def step_clock_table(table, clocks, residual, kept):
-    """--clock, one minibatch's step: each cell c[s, j] moves by CLOCK_RATE * sum / (count + CLOCK_PRIOR), the sum and the
-    count of the kept residuals (reward less mu, the table's part included) j steps after the minibatch's decisions
-    made s steps into their episode: toward the cell's mean residual, less far where few decisions reach it.
-    Shapes: table [CLOCK_ROWS, H]; clocks [B]; residual, kept [B, H]. Changes table in place."""
-    rows = clocks.clamp(0, CLOCK_ROWS - 1)
-    sums = torch.zeros_like(table).index_add_(0, rows, residual)
-    counts = torch.zeros_like(table).index_add_(0, rows, kept.float())
-    sums, counts = all_sum(sums, counts)  # torchrun: every rank's minibatch i is a part of the global minibatch i
-    table += CLOCK_RATE * sums / (counts + CLOCK_PRIOR)
-
-
-def precision(sigma):
-    """omega[j] = 1 / sigma[j]^2, sigma clamped to [e^-10, e^10]."""
-    sigma = sigma.clamp(MIN_SIGMA, MAX_SIGMA)
-    return 1.0 / (sigma * sigma)
-
-
-def log_weight_curve(writer, sigma, global_step):
-    """The learned discount curve as a TensorBoard histogram: bucket j holds w[j], the weight of the reward j steps
-    ahead (omega over its max), so the histogram view shows the curve change over training."""
-    weights = precision(sigma.detach().double().cpu())
-    weights = weights / weights.max()
-    offsets = torch.arange(len(weights), dtype=torch.float64)
-    writer.add_histogram_raw(
-        "charts/weight_curve", min=0.0, max=float(len(weights)), num=float(weights.sum()), sum=float((offsets * weights).sum()),
-        sum_squares=float((offsets**2 * weights).sum()), bucket_limits=(offsets + 1).tolist(), bucket_counts=weights.tolist(), global_step=global_step,
-    )
-
-
-def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
-    """The P3O advantage: A[t, n] = sum_j w[j] * (y[t, n, j] - mu[t, n, j]), w = omega / max(omega), with
-    omega[j] = 1 / sigma[j]^2 the precision of the prediction j steps ahead (sigma clamped to [e^-10, e^10], the range
-    training keeps it in, so sigma = 0 gives finite results).
-
-    y is the per-offset lambda-return (fixed-horizon TD(lambda), De Asis et al. 2020): each reward ahead as seen one
-    step later, bootstrapped there by the critic's own prediction of it, as GAE bootstraps at every step:
-        y[t, 0] = rewards[t]
-        y[t, j] = (1 - lam) * mu[t + 1, j - 1] + lam * y[t + 1, j - 1]   for j >= 1, while t's episode runs at t + 1
-        y[t, j] = 0                                                      for j >= 1 where step t ended the episode
-        y[T] = tail_mu, the predictions at the bootstrap state.
-    lam = 1 gives episode_windows' targets, the rewards themselves. So do the offsets where keep[j] is set: the action
-    measurably moves that reward (tie_z), and what it alone moves no state shows, so no bootstrap can carry it.
-    Shapes: rewards, terminals [T, N]; mu [T, N, H]; sigma, keep [H]; tail_mu [N, H]. Returns [T, N] float32.
-    """
-    T, N, H = mu.shape
-    omega = precision(sigma)
-    y = torch.empty_like(mu)
-    next_mu, next_y = tail_mu, tail_mu
-    for t in reversed(range(T)):  # one backward pass, like GAE's, carrying an H-vector per env
-        y[t, :, 0] = rewards[t]
-        y[t, :, 1:] = (1.0 - terminals[t, :, None]) * ((1.0 - lam) * next_mu[:, :-1] + lam * next_y[:, :-1])
-        next_mu, next_y = mu[t], y[t]
-    if keep is not None and keep.any():
-        y = torch.where(keep, episode_windows(rewards, terminals, H, tail_mu)[0], y)
-    return (y - mu) @ omega / omega.max()
-
-
-def tie_z(rewards, terminals, mu, tail_mu, score, valid):
-    """z[j] = |corr(target[j] - mu[j], score)| * sqrt(n) over the batch's n decisions (valid): how surely the action
-    moves the reward j steps ahead, with score its centred log-prob (about |N(0, 1)| where nothing ties them). The
-    targets are episode_windows' with the tail, built a block of envs at a time, so the temporaries stay at a
-    few MB (on the CPU every fresh page of a large temporary costs a fault).
-    Shapes: rewards, terminals, score, valid [T, N]; mu [T, N, H]; tail_mu [N, H]. Returns z [H]."""
-    T, N, H = mu.shape
-    score = torch.where(valid, score, 0.0)
-    products, squares = mu.new_zeros(H), mu.new_zeros(H)
-    block = max(1, min(N, 2**21 // (T * H)))
-    for n in range(0, N, block):
-        envs = slice(n, n + block)
-        residual = episode_windows(rewards[:, envs], terminals[:, envs], H, tail_mu[envs])[0].sub_(mu[:, envs]).reshape(-1, H)
-        products += residual.T @ score[:, envs].reshape(-1)
-        squares += residual.square_().T @ valid[:, envs].reshape(-1).float()
-    products, squares, score_squares, count = all_sum(products, squares, score.square().sum(), valid.sum())  # torchrun: every rank's
-    corr = products / (squares * score_squares).sqrt().clamp(min=1e-30)
-    return corr.abs() * count.sqrt()
-
-
-def select_advantage(kernel, device):
-    """The advantage function for this run, and one line that says which one it is."""
-    if kernel == "torch" or (kernel == "auto" and device.type != "cuda"):
-        return p3o_advantage, f"advantage: PyTorch twin p3o_advantage on {device.type} (kernel={kernel})"
-    try:
-        from kernels.advantage import load_cuda_advantage  # advantage.cu through CuPy, beside the kernel
-
-        return load_cuda_advantage(), "advantage: CUDA kernel kernels/advantage.cu through CuPy"
-    except Exception as error:  # CuPy missing, no driver, compile error: the twin computes the same thing
-        if kernel == "cuda":
-            raise SystemExit(f"{Path(__file__).name}: error: --kernel cuda, but the CUDA kernel is unavailable: {error}")
-        return p3o_advantage, f"advantage: PyTorch twin p3o_advantage (CUDA kernel unavailable: {type(error).__name__}: {error})"
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The agent
-# ---------------------------------------------------------------------------------------------------------
-def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
-    torch.nn.init.orthogonal_(layer.weight, std)
-    torch.nn.init.constant_(layer.bias, bias_const)
-    return layer
-
-
-class Agent(nn.Module):
-    def __init__(self, obs_dim, num_actions, hidden_size, horizon, clock=False):
-        super().__init__()
-        self.network = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, hidden_size)),
-            nn.Tanh(),
-            layer_init(nn.Linear(hidden_size, hidden_size)),
-            nn.Tanh(),
-        )
-        self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
-        # P3O: mu[j] predicts the reward j steps ahead; one learned spread per offset, shared by all states.
-        # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
-        self.critic = layer_init(nn.Linear(hidden_size, horizon), std=0)
-        self.log_sigma = nn.Parameter(torch.zeros(horizon))
-        # --clock: c[s, j] added to mu[j] for a decision s steps into its episode, stepped after each minibatch (step_clock_table)
-        self.register_buffer("clock_table", torch.zeros(CLOCK_ROWS, horizon) if clock else None)
-
-    def get_value(self, x):
-        return self.critic(self.network(x))
-
-    def clock_mu(self, clock):
-        """--clock: the table's part of mu for decisions `clock` steps into their episodes, [*clock.shape, H] (0 without it)."""
-        if self.clock_table is None:
-            return 0.0
-        return self.clock_table.index_select(0, clock.clamp(0, CLOCK_ROWS - 1).reshape(-1)).view(*clock.shape, -1)
-
-    def get_features(self, x):
-        """The trunk's features [B, F]: the update's window loss reads them beside mu."""
-        return self.network(x)
-
-    def get_logits(self, x):
-        return self.actor(self.network(x))
-
-    def get_action_and_value(self, x, action=None, hidden=None, value_rows=None):
-        hidden = self.network(x) if hidden is None else hidden  # the update passes those it computed
-        logits = self.actor(hidden)
-        probs = Categorical(logits=logits)
-        if action is None:
-            action = probs.sample()
-        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden[:value_rows])  # mu of the first value_rows (all by default)
-
-
-def masked_mean(x, mask):
-    """The mean of x where mask is set (torchrun: over every rank's entries; the gradient is this rank's share)."""
-    total, count = all_sum((x * mask).sum(), mask.sum())
-    return total / count.clamp(min=1)
-
-
-def explained_variance(y, residual, mask):
-    """1 - Var(residual) / Var(y) over the entries where mask (bool) is set (torchrun: every rank's); nan where y does
-    not vary there."""
-    count = all_sum(mask.sum()).clamp(min=1)
-
-    def variance(x):
-        x = torch.where(mask, x, 0.0).reshape(-1)
-        squares, total = all_sum(torch.dot(x, x), x.sum())
-        return squares / count - (total / count) ** 2
-
-    var_y = variance(y)
-    return float("nan") if not var_y > 0 else float(1 - variance(residual) / var_y)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Checkpoints and guards: a run killed at any moment loses at most one --save-interval
+# Checkpoints and refusals: a run killed at any moment loses at most one --save-interval; bad input stops
+# before any env or device is touched
 # ---------------------------------------------------------------------------------------------------------
 def rng_state():
     """The random state a resume needs: torch's alone, as nothing here draws from Python's or NumPy's generators."""
@@ -902,7 +1212,8 @@ def claim_run_folder(run_name):
             name = f"{run_name}-{copy}"
 
 
-CHECKPOINT_KEYS = ("script", "args", "run_name", "iteration", "global_step", "model", "optimizer", "envs", "next_obs", "next_valid", "history", "rng")
+CHECKPOINT_KEYS = ("script", "args", "run_name", "iteration", "global_step", "model", "optimizer", "envs", "next_obs",
+                   "next_valid", "history", "rng")
 
 
 def load_checkpoint(path, flag):
@@ -930,7 +1241,9 @@ def load_checkpoint(path, flag):
         fail(f"written before {Path(__file__).name} had {sorted(missing)}: resume it with the version that wrote it")
     written, world_size = 1 + len(checkpoint.get("ranks", [])), int(os.environ.get("WORLD_SIZE", 1))
     if written != world_size and flag == "--resume":  # torchrun: each rank continues its own envs and random numbers
-        fail(f"written by {written} rank(s), resumed by {world_size}: resume it with the world size that wrote it ({'torchrun --nproc_per_node ' + str(written) if written > 1 else 'python'})")
+        launcher = f"torchrun --nproc_per_node {written}" if written > 1 else "python"
+        fail(f"written by {written} rank(s), resumed by {world_size}: resume it with the world size that wrote it "
+             f"({launcher})")
     return checkpoint
 
 
@@ -939,9 +1252,11 @@ def resume_args(args):
     checkpoint = load_checkpoint(args.resume, "--resume")
     kept = {"resume": args.resume, "progress": args.progress}
     defaults = Args()
-    ignored = [name for name in Args.__dataclass_fields__ if name not in kept and getattr(args, name) != getattr(defaults, name) and getattr(args, name) != checkpoint["args"][name]]
+    ignored = [name for name in Args.__dataclass_fields__ if name not in kept
+               and getattr(args, name) != getattr(defaults, name) and getattr(args, name) != checkpoint["args"][name]]
     if ignored:
-        print(f"{Path(__file__).name}: --resume keeps the run's own args; ignored: {', '.join('--' + name.replace('_', '-') for name in ignored)}", file=sys.stderr)
+        flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
+        print(f"{Path(__file__).name}: --resume keeps the run's own args; ignored: {flags}", file=sys.stderr)
     return Args(**{**checkpoint["args"], **kept}), checkpoint
 
 
@@ -959,7 +1274,8 @@ def check_args(args):
         close = difflib.get_close_matches(args.env_id, OCEAN_ENVS, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         errors.append(f"--env-id {args.env_id!r} is not an Ocean env{hint}; choose from all, {', '.join(OCEAN_ENVS)}")
-    for name in ("horizon", "num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size", "delay", "forage_distance", "password_length", "spread", "choice_distance"):
+    for name in ("horizon", "num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_size", "delay",
+                 "forage_distance", "password_length", "spread", "choice_distance"):
         if getattr(args, name) < 1:
             errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if not 0 <= args.td_lambda <= 1:
@@ -967,7 +1283,8 @@ def check_args(args):
     if not args.reward_noise >= 0:
         errors.append(f"--reward-noise must be >= 0, got {args.reward_noise}")
     if args.num_minibatches >= 1 and (args.num_envs * args.num_steps) % args.num_minibatches != 0:
-        errors.append(f"--num-minibatches {args.num_minibatches} must divide the batch, --num-envs x --num-steps = {args.num_envs * args.num_steps}")
+        errors.append(f"--num-minibatches {args.num_minibatches} must divide the batch, "
+                      f"--num-envs x --num-steps = {args.num_envs * args.num_steps}")
     if args.total_timesteps < 0:
         errors.append(f"--total-timesteps must be >= 0 (0: the env's own budget), got {args.total_timesteps}")
     if not args.window_loss_coef >= 0:
@@ -988,288 +1305,69 @@ def check_args(args):
         sys.exit(2)
 
 
-def train(args, checkpoint=None):
-    """Train P3O on one Ocean env, or continue a checkpoint's run; returns the final score and throughput."""
-    env_class = OCEAN_ENVS[args.env_id]
-    args.total_timesteps = args.total_timesteps or env_class.default_timesteps
-    args.batch_size = int(args.num_envs * args.num_steps)
-    args.minibatch_size = int(args.batch_size // args.num_minibatches)
-    args.num_iterations = max(1, args.total_timesteps // args.batch_size)
-    # a new run never writes into another run's folder; a resumed one continues its own
-    run_name = checkpoint["run_name"] if checkpoint else claim_run_folder(f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}")
-    if args.track:
-        import wandb
-
-        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=vars(args), name=run_name, save_code=True)
-    # A resumed run drops the events its previous life logged after the checkpoint, and the curve continues.
-    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
-    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])))
-
-    # TRY NOT TO MODIFY: seeding
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
-
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    advantage_fn, advantage_note = select_advantage(args.kernel, device)
-
-    # env setup: the envs live on the model's device, so observations never leave it
-    envs = env_class(args.num_envs, device=device, seed=args.seed, **env_options(args))
-    print(f"{args.env_id}: {advantage_note}; runs/{run_name}", flush=True)
-
-    agent = Agent(envs.obs_dim, envs.num_actions, args.hidden_size, args.horizon, args.clock).to(device)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-
-    # ALGO Logic: Storage setup
-    obs = torch.zeros((args.num_steps, args.num_envs, envs.obs_dim), device=device)
-    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
-    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
-    terminals = torch.zeros((args.num_steps, args.num_envs), device=device)
-    valid = torch.zeros((args.num_steps, args.num_envs), device=device)
-    mus = torch.zeros((args.num_steps, args.num_envs, args.horizon), device=device)
-    clocks = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)  # each decision's step in its episode
-    entropies = torch.zeros((args.num_steps, args.num_envs), device=device)  # with the log-probs, the tie's score
-    offsets = torch.arange(args.horizon, device=device)
-
-    # TRY NOT TO MODIFY: start the game
-    global_step, start_iteration = 0, 1
-    next_obs = envs.reset()
-    next_valid = torch.ones(args.num_envs, device=device)
-    final_scores = []  # (score sum, episode count) of the last iterations, for the final score
-    if checkpoint:  # continue exactly where the checkpoint left: same parameters, envs and random numbers
-        agent.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        envs.load_state_dict(checkpoint["envs"])
-        next_obs, next_valid = checkpoint["next_obs"].to(device), checkpoint["next_valid"].to(device)
-        final_scores = [tuple(entry) for entry in checkpoint["history"]]
-        global_step, start_iteration = checkpoint["global_step"], checkpoint["iteration"] + 1
-        set_rng_state(checkpoint["rng"])
-        print(f"{args.env_id}: resumed at iteration {checkpoint['iteration']}, step {global_step:,}", flush=True)
-    start_time, start_step = time.time(), global_step
-    timer = PhaseTimer(device)
-
-    def snapshot(iteration, global_step):
-        """A checkpoint's content: what --resume needs to continue the run after `iteration`."""
-        return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration, "global_step": global_step,
-                "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "envs": envs.state_dict(),
-                "next_obs": next_obs, "next_valid": next_valid, "history": final_scores, "rng": rng_state()}
-
-    def stop_nonfinite(what):
-        """No silent NaN training: keep the last good parameters (this iteration's update stopped before they
-        changed) in crash.pt, resumable from this iteration's rollout, and exit non-zero."""
-        path = f"runs/{run_name}/crash.pt"
-        save_checkpoint(path, snapshot(iteration - 1, global_step - args.batch_size))
-        writer.close()
-        sys.exit(f"{Path(__file__).name}: error: non-finite {what} at iteration {iteration}, step {global_step:,}; the update stopped; last good state: {path}")
-
-    for iteration in range(start_iteration, args.num_iterations + 1):
-        # Annealing the rate if instructed to do so.
-        if args.anneal_lr:
-            frac = 1.0 - (iteration - 1.0) / args.num_iterations
-            lrnow = frac * args.learning_rate
-            optimizer.param_groups[0]["lr"] = lrnow
-
-        episode_stats = torch.zeros(4, device=device)  # episodes, return, length, score (sums)
-        for step in range(0, args.num_steps):
-            global_step += args.num_envs
-            obs[step] = next_obs
-            valid[step] = next_valid
-
-            # ALGO LOGIC: action logic
-            with torch.no_grad():
-                clocks[step] = torch.as_tensor(envs.episode_length, device=device)  # the env's count of the episode's decisions
-                action, logprob, entropy, mu = agent.get_action_and_value(next_obs)
-                mus[step] = mu + agent.clock_mu(clocks[step])
-                entropies[step] = entropy
-            actions[step] = action
-            logprobs[step] = logprob
-
-            # TRY NOT TO MODIFY: execute the game and log data.
-            next_obs, reward, terminations, truncations, infos = envs.step(action)
-            next_done = (terminations | truncations).float()
-            rewards[step] = reward
-            terminals[step] = next_done
-            # The step after a done is a decision only for envs that reset within the done step.
-            next_valid = 1.0 - next_done * envs.autoreset_next_step
-            episode_stats += torch.stack([next_done.sum(), (infos["episode_return"] * next_done).sum(), (infos["episode_length"] * next_done).sum(), (infos["score"] * next_done).sum()])
-        timer.lap("rollout")
-
-        # ALGO LOGIC: the P3O advantage, with no gamma: a weight per offset, learned
-        with torch.no_grad():
-            real = valid.bool()
-            # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail), and the
-            # episode's zeros after its end.
-            value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
-            value_window = value_window * real
-            window_var = window_sum_variance(value_targets, real)  # the window loss's unit, where above 1
-            # Of those, the pairs inside the episode: up to its terminal, or up to the rollout's end where it has none.
-            ends = episode_ends(terminals)
-            value_inside = episode_inside(ends, args.horizon) * real
-            sigma = agent.log_sigma.clamp(-10, 10).exp()
-            tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device))
-            # The targets are the lambda-returns, bootstrapped at every step, except at the offsets whose residual
-            # the action measurably moves (z > TIE_Z): those keep their rewards. Autoreset steps are not decisions.
-            keep = tie_z(rewards, terminals, mus, tail_mu, logprobs + entropies, real) > TIE_Z
-            advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.td_lambda, keep) * valid
-        # A non-finite mu or sigma makes its decision's advantage non-finite (every weight is above 0), so checking
-        # the advantages covers them, at a fraction of the cost of reading all of mu (24 ms an iteration at H = 128)
-        bad = first_nonfinite(rewards=rewards, advantages=advantages)
-        if bad:
-            stop_nonfinite(f"{bad} in the advantage")
-        timer.lap("advantage")
-
-        # flatten the batch
-        b_obs = obs.reshape((-1, envs.obs_dim))
-        b_logprobs = logprobs.reshape(-1)
-        b_actions = actions.reshape(-1)
-        b_advantages = advantages.reshape(-1)
-        b_valid = valid.reshape(-1)
-        b_value_targets = value_targets.reshape(-1, args.horizon)  # a view: a decision's H targets are one contiguous row
-        b_value_window = value_window.reshape(-1)
-        b_clocks = clocks.reshape(-1)
-        b_value_inside = value_inside.reshape(-1)
-        value_rows = max(1, round(args.minibatch_size * args.value_fraction))  # the value loss's share of a minibatch
-
-        # Optimizing the policy and value network
-        clipfracs, grad_norms = [], []  # grad_norms: before the clip, to see how often it bites
-        for epoch in range(args.update_epochs):
-            b_inds = torch.randperm(args.batch_size, device=device)
-            for start in range(0, args.batch_size, args.minibatch_size):
-                end = start + args.minibatch_size
-                mb_inds = b_inds[start:end]
-                mb_valid = b_valid[mb_inds]
-                # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
-                v_inds = mb_inds[:value_rows]  # the value loss's decisions, the first of the minibatch's random order
-                hidden = agent.get_features(b_obs.index_select(0, mb_inds))  # the window loss reads them too
-                _, newlogprob, entropy, newmu = agent.get_action_and_value(None, b_actions[mb_inds], hidden=hidden, value_rows=value_rows)
-                clock_mu = agent.clock_mu(b_clocks[v_inds])  # --clock's table (0 without it), read by both losses below
-                newmu = newmu + clock_mu
-                logratio = newlogprob - b_logprobs[mb_inds]
-                ratio = logratio.exp()
-
-                with torch.no_grad():
-                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
-                    old_approx_kl = masked_mean(-logratio, mb_valid)
-                    approx_kl = masked_mean((ratio - 1) - logratio, mb_valid)
-                    clipfracs += [masked_mean(((ratio - 1.0).abs() > args.clip_coef).float(), mb_valid)]
-
-                mb_advantages = b_advantages[mb_inds]
-                if args.norm_adv:
-                    adv_mean = masked_mean(mb_advantages, mb_valid)
-                    adv_std = masked_mean((mb_advantages - adv_mean) ** 2, mb_valid).sqrt()
-                    mb_advantages = (mb_advantages - adv_mean) / (adv_std + 1e-8)
-
-                # Policy loss
-                pg_loss1 = -mb_advantages * ratio
-                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mb_valid)
-
-                # Value loss: Gaussian NLL of each real reward ahead under N(mu[j], sigma[j]^2), summed over the kept
-                # (decision, offset) pairs and divided by the pairs inside the episodes: the known zeros that pad a
-                # window past its terminal must not dilute it as H grows
-                log_sigma = agent.log_sigma.clamp(-10, 10)
-                mb_value_targets = b_value_targets.index_select(0, v_inds)
-                window = b_value_window[v_inds]
-                kept = offsets < window[:, None]
-                residual = torch.where(kept, mb_value_targets - newmu, 0.0)
-                counts = kept.sum(0)
-                value_nll = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum() / b_value_inside[v_inds].sum().clamp(min=1)
-                # plus the squared error of the window's sum, what the advantage subtracts (--window-loss-coef), through the
-                # head's weights held fixed: it shapes the trunk's features and leaves each offset's fit to the NLL
-                window_residual = torch.where(kept, mb_value_targets - clock_mu, 0.0).sum(1) - window_mu(hidden[:value_rows], agent.critic, window)
-                window_loss = 0.5 * masked_mean(window_residual.square(), b_valid[v_inds]) / window_var.clamp(min=1.0)
-                v_loss = value_nll + args.window_loss_coef * window_loss
-
-                entropy_loss = masked_mean(entropy, mb_valid)
-                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-
-                optimizer.zero_grad()
-                loss.backward()
-                # The clip leaves log_sigma out: H per-offset scales (Adam bounds their steps anyway), whose gradient's norm
-                # would grow with H and make the clip's bite on the policy's step depend on H
-                grad_norm = nn.utils.clip_grad_norm_([p for name, p in agent.named_parameters() if name != "log_sigma"], args.max_grad_norm)
-                grad_norms += [grad_norm]
-                bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
-                if bad:
-                    stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // args.minibatch_size})")
-                optimizer.step()
-                if agent.clock_table is not None:  # the clock's table follows what mu still misses on these decisions
-                    step_clock_table(agent.clock_table, b_clocks[v_inds], residual.detach(), kept)
-
-            if args.target_kl is not None and approx_kl > args.target_kl:
-                break
-        bad = first_nonfinite(**dict(agent.named_parameters()))
-        if bad:  # finite loss and gradients, yet the step overflowed: the last checkpoint is the last good state
-            writer.close()
-            sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration {iteration}; last good state: runs/{run_name}/checkpoint.pt")
-        timer.lap("update")
-
-        # Explained variance of the rollout's predictions (made before this update, as PPO's) of each kept reward
-        # ahead, and of their window sums, what the advantage subtracts; over 32 of the envs at most
-        with torch.no_grad():
-            envs_read = slice(None, None, max(1, args.num_envs // 32))
-            targets_read, window_read = value_targets[:, envs_read], value_window[:, envs_read]
-            residuals_read = targets_read - mus[:, envs_read]  # the value head's errors on the rollout, made before this update
-            kept = offsets < window_read[..., None]
-            explained_var = explained_variance(targets_read, residuals_read, kept)
-            window_explained_var = explained_variance(torch.where(kept, targets_read, 0.0).sum(-1), torch.where(kept, residuals_read, 0.0).sum(-1), window_read > 0)
-            episodes, returns, lengths, scores = episode_stats.tolist()
-        final_scores.append((scores, episodes))
-
-        # TRY NOT TO MODIFY: record rewards for plotting purposes
-        sps = int((global_step - start_step) / (time.time() - start_time))
-        if episodes > 0:
-            writer.add_scalar("charts/episodic_return", returns / episodes, global_step)
-            writer.add_scalar("charts/avg_episodic_return", returns / episodes, global_step)
-            writer.add_scalar("charts/episodic_length", lengths / episodes, global_step)
-            writer.add_scalar("charts/score", scores / episodes, global_step)
-        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-        writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
-        writer.add_scalar("losses/value_nll", value_nll.item(), global_step)
-        writer.add_scalar("losses/window_loss", window_loss.item(), global_step)
-        writer.add_scalar("losses/window_var", window_var.item(), global_step)
-        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
-        writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
-        writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
-        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-        writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
-        writer.add_scalar("losses/grad_norm", torch.stack(grad_norms).mean().item(), global_step)
-        writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        writer.add_scalar("charts/SPS", sps, global_step)
-        # P3O: how well mu's window sums are predicted, the advantage's size, the weight curve
-        writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
-        writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
-        writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
-        writer.add_scalar("charts/tied_offsets", keep.sum().item(), global_step)
-        writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
-        log_weight_curve(writer, sigma, global_step)
-        for phase, seconds in timer.totals.items():
-            writer.add_scalar(f"perf/{phase}_fraction", seconds / max(timer.total, 1e-9), global_step)
-        if args.progress:
-            recent = scores / episodes if episodes > 0 else float("nan")
-            eta = (args.num_iterations - iteration) * (time.time() - start_time) / (iteration - start_iteration + 1)
-            show_progress(f"{args.env_id}: step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | score {recent:.3f} | ETA {eta:.0f}s", iteration, args.num_iterations)
-        timer.lap("log")
-        if args.save_interval and (iteration % args.save_interval == 0 or iteration == args.num_iterations):
-            save_checkpoint(f"runs/{run_name}/checkpoint.pt", snapshot(iteration, global_step))
-            timer.lap("checkpoint")
-
-    # The final score: episodes that ended in the last 10% of the iterations (at least the last one).
-    last = final_scores[-max(1, len(final_scores) // 10):]
-    episodes = sum(count for _, count in last)
-    score = sum(total for total, _ in last) / episodes if episodes else float("nan")
-    writer.close()
-    if args.track:
-        wandb.finish()
-    return {"env": args.env_id, "score": score, "solved": score >= env_class.solved_score, "steps": global_step, "SPS": int((global_step - start_step) / (time.time() - start_time)), "phases": dict(timer.totals), "run": run_name}
-
-
 # ---------------------------------------------------------------------------------------------------------
 # --capture-video: each evaluated episode as an animated GIF, one frame per decision, the observation the policy
 # saw when it made it (a reset step's observation is not one: its action is ignored)
 # ---------------------------------------------------------------------------------------------------------
+def evaluate(args):
+    """Play --eval-episodes episodes, one per env, with the policy of --eval-checkpoint; print and return the
+    mean and std of their return and score. --capture-video: each episode also as a GIF in the checkpoint's run
+    folder, runs/{run_name}/videos/ (save_videos), its path printed and returned."""
+    checkpoint = load_checkpoint(args.eval_checkpoint, "--eval-checkpoint")
+    run_args = Args(**checkpoint["args"])
+    refusal = video_refusal(run_args.env_id) if args.capture_video else None
+    if refusal:  # before any env or model is built
+        print(f"{Path(__file__).name}: error: {refusal}", file=sys.stderr)
+        sys.exit(2)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    torch.manual_seed(args.seed)
+    env_class = OCEAN_ENVS[run_args.env_id]
+    envs = env_class(args.eval_episodes, device=device, seed=args.seed, **env_options(run_args))
+    agent = Agent(envs.obs_dim, envs.num_actions, run_args.hidden_size, run_args.horizon, run_args.clock).to(device)
+    agent.load_state_dict(checkpoint["model"])
+    returns = torch.full((args.eval_episodes,), float("nan"), device=device)
+    scores = returns.clone()
+    next_obs = envs.reset()
+    frames = [[] for _ in range(args.eval_episodes)] if args.capture_video else None  # each env's first episode
+    with torch.no_grad():
+        for _ in range(100_000):  # a cap, so a policy that never ends an episode cannot hang the evaluation
+            if frames is not None:
+                record_frames(frames, envs, next_obs, returns.isnan())
+            logits = agent.get_logits(next_obs)
+            action = logits.argmax(-1) if args.eval_greedy else Categorical(logits=logits).sample()
+            next_obs, _, _, _, infos = envs.step(action)
+            first = (infos["episode_length"] > 0) & returns.isnan()  # each env's first whole episode
+            returns = torch.where(first, infos["episode_return"].float(), returns)
+            scores = torch.where(first, infos["score"].float(), scores)
+            if not returns.isnan().any():
+                break
+    done = ~returns.isnan()
+    result = {"env": run_args.env_id, "episodes": int(done.sum()), "return": float(returns[done].mean()),
+              "return_std": float(returns[done].std(correction=0)),
+              "score": float(scores[done].mean()), "score_std": float(scores[done].std(correction=0))}
+    policy = "greedy" if args.eval_greedy else "sampled"
+    print(f"{run_args.env_id}: {result['episodes']} episodes, {policy} policy of {args.eval_checkpoint} "
+          f"(step {checkpoint['global_step']:,}): return {result['return']:.3f} +- {result['return_std']:.3f}, "
+          f"score {result['score']:.3f} +- {result['score_std']:.3f}", flush=True)
+    if frames is not None:
+        episodes = {i: frames[i] for i in np.flatnonzero(done.cpu().numpy())}
+        name = f"step{checkpoint['global_step']}-seed{args.seed}-{policy}"
+        result["videos"] = save_videos(episodes, f"runs/{checkpoint['run_name']}/videos", name)
+        for path in result["videos"]:
+            print(f"video: {path}", flush=True)
+    return result
+
+
+def video_refusal(env_id):
+    """Why --capture-video cannot draw this env, in one line that says what to do, or None: it draws the Ocean envs
+    that have a picture (`pictures`)."""
+    drawn = [name for name, env in OCEAN_ENVS.items() if hasattr(env, "pictures")]
+    if env_id in drawn:
+        return None
+    return (f"--capture-video draws the Ocean env {' and '.join(drawn)}, not {env_id}, which has no picture: "
+            f"evaluate it without --capture-video")
+
+
 # A grid's cell takes the colour of its last set channel, c's being VIDEO_PALETTE[c % 10] (matplotlib's tab10), or
 # black where none is set. Pictures are scaled up by a whole factor to at least VIDEO_SIZE pixels, above a caption
 # strip; 70 ms a frame is about real time on Atari (60 frames a second, 4 a decision).
@@ -1325,63 +1423,9 @@ def save_videos(episodes, folder, name):
     return paths
 
 
-def video_refusal(env_id):
-    """Why --capture-video cannot draw this env, in one line that says what to do, or None: it draws the Ocean envs
-    that have a picture (`pictures`)."""
-    drawn = [name for name, env in OCEAN_ENVS.items() if hasattr(env, "pictures")]
-    if env_id in drawn:
-        return None
-    return (f"--capture-video draws the Ocean env {' and '.join(drawn)}, not {env_id}, which has no picture: "
-            f"evaluate it without --capture-video")
-
-
-def evaluate(args):
-    """Play --eval-episodes episodes, one per env, with the policy of --eval-checkpoint; print and return the
-    mean and std of their return and score. --capture-video: each episode also as a GIF in the checkpoint's run
-    folder, runs/{run_name}/videos/ (save_videos), its path printed and returned."""
-    checkpoint = load_checkpoint(args.eval_checkpoint, "--eval-checkpoint")
-    run_args = Args(**checkpoint["args"])
-    refusal = video_refusal(run_args.env_id) if args.capture_video else None
-    if refusal:  # before any env or model is built
-        print(f"{Path(__file__).name}: error: {refusal}", file=sys.stderr)
-        sys.exit(2)
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    torch.manual_seed(args.seed)
-    env_class = OCEAN_ENVS[run_args.env_id]
-    envs = env_class(args.eval_episodes, device=device, seed=args.seed, **env_options(run_args))
-    agent = Agent(envs.obs_dim, envs.num_actions, run_args.hidden_size, run_args.horizon, run_args.clock).to(device)
-    agent.load_state_dict(checkpoint["model"])
-    returns = torch.full((args.eval_episodes,), float("nan"), device=device)
-    scores = returns.clone()
-    next_obs = envs.reset()
-    frames = [[] for _ in range(args.eval_episodes)] if args.capture_video else None  # each env's first episode
-    with torch.no_grad():
-        for _ in range(100_000):  # a cap, so a policy that never ends an episode cannot hang the evaluation
-            if frames is not None:
-                record_frames(frames, envs, next_obs, returns.isnan())
-            logits = agent.get_logits(next_obs)
-            action = logits.argmax(-1) if args.eval_greedy else Categorical(logits=logits).sample()
-            next_obs, _, _, _, infos = envs.step(action)
-            first = (infos["episode_length"] > 0) & returns.isnan()  # each env's first whole episode
-            returns = torch.where(first, infos["episode_return"].float(), returns)
-            scores = torch.where(first, infos["score"].float(), scores)
-            if not returns.isnan().any():
-                break
-    done = ~returns.isnan()
-    result = {"env": run_args.env_id, "episodes": int(done.sum()), "return": float(returns[done].mean()), "return_std": float(returns[done].std(correction=0)),
-              "score": float(scores[done].mean()), "score_std": float(scores[done].std(correction=0))}
-    policy = "greedy" if args.eval_greedy else "sampled"
-    print(f"{run_args.env_id}: {result['episodes']} episodes, {policy} policy of {args.eval_checkpoint} (step {checkpoint['global_step']:,}): "
-          f"return {result['return']:.3f} +- {result['return_std']:.3f}, score {result['score']:.3f} +- {result['score_std']:.3f}", flush=True)
-    if frames is not None:
-        episodes = {i: frames[i] for i in np.flatnonzero(done.cpu().numpy())}
-        name = f"step{checkpoint['global_step']}-seed{args.seed}-{policy}"
-        result["videos"] = save_videos(episodes, f"runs/{checkpoint['run_name']}/videos", name)
-        for path in result["videos"]:
-            print(f"video: {path}", flush=True)
-    return result
-
-
+# ---------------------------------------------------------------------------------------------------------
+# Progress and timers
+# ---------------------------------------------------------------------------------------------------------
 class PhaseTimer:
     """Seconds spent in each phase of the iteration (synchronising the GPU, so the figures are honest)."""
 
@@ -1417,4 +1461,5 @@ if __name__ == "__main__":
     results = [train(replace(args, env_id=env_id), checkpoint) for env_id in env_ids]
     print(f"\n{'env':<12}{'score':>8}{'solved':>8}{'steps':>12}{'SPS':>10}")
     for result in results:
-        print(f"{result['env']:<12}{result['score']:>8.3f}{'yes' if result['solved'] else 'no':>8}{result['steps']:>12,}{result['SPS']:>10,}")
+        solved = "yes" if result["solved"] else "no"
+        print(f"{result['env']:<12}{result['score']:>8.3f}{solved:>8}{result['steps']:>12,}{result['SPS']:>10,}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # MinAtar runs of benchmarks/minatar_study.py on a lent GPU machine's 16 host cores: one process a run, one torch thread,
 # on the CPU (CUDA hidden: the MinAtar network is too small for a shared GPU to help). Runs still going after
-# LIMIT_S seconds are stopped; their checkpoints (every 5 iterations) come back in $OUT/checkpoints_*.tgz and their
+# LIMIT_S seconds are stopped; their checkpoints (every 5 iterations) come back in $OUT/checkpoints_{0,1}.tgz and their
 # TensorBoard events in $OUT/events.tgz; the finished runs' rows are in $OUT/results/. Needs .whl carried (benchmarks/gpu_wheels.sh).
 #
 #     bash benchmarks/gpu_minatar.sh LIMIT_S STEPS WORKERS "GAMES" "ARMS" "SEEDS"
@@ -31,10 +31,11 @@ wait "$group"
 kill "$timer" 2>/dev/null
 sleep 3
 tail -qn 2 runs/*.log
-# At most 8 files come back from a call, each a few MB: the events in one archive, the checkpoints in four.
+# At most 8 files come back from a call (16 MiB each): the events in one archive, the checkpoints (1.3 MB each
+# compressed) in two, the results' three CSVs, and two left for the rest of the call.
 tar czf "$OUT/events.tgz" runs/*.log runs/MinAtar_*/events*
 folders=(runs/MinAtar_*/)
-for part in 0 1 2 3; do
-  files=$(for i in "${!folders[@]}"; do [ $((i % 4)) = $part ] && echo "${folders[$i]}checkpoint.pt"; done)
+for part in 0 1; do
+  files=$(for i in "${!folders[@]}"; do [ $((i % 2)) = $part ] && echo "${folders[$i]}checkpoint.pt"; done)
   [ -z "$files" ] || tar czf "$OUT/checkpoints_$part.tgz" $files
 done

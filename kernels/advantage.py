@@ -19,7 +19,8 @@ def load_cuda_advantage():
     def cuda_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
         T, N, H = mu.shape
         keep = torch.zeros(H, device=mu.device) if keep is None else keep
-        rewards, terminals, mu, sigma, tail_mu, keep = (x.detach().float().contiguous() for x in (rewards, terminals, mu, sigma, tail_mu, keep))
+        inputs = (rewards, terminals, mu, sigma, tail_mu, keep)
+        rewards, terminals, mu, sigma, tail_mu, keep = (x.detach().float().contiguous() for x in inputs)
         target = torch.empty_like(mu)  # each decision's H targets, the lambda-returns and the kept rewards
         advantages = torch.empty(T, N, device=mu.device)
         threads, diagonals = 256, N * (T + H - 1)
@@ -31,7 +32,8 @@ def load_cuda_advantage():
             )
             weighted_sum(
                 ((T * N + threads - 1) // threads,), (threads,),
-                (*[cupy.from_dlpack(x) for x in (target, mu, sigma)], np.int32(T), np.int32(N), np.int32(H), cupy.from_dlpack(advantages)),
+                (*[cupy.from_dlpack(x) for x in (target, mu, sigma)], np.int32(T), np.int32(N), np.int32(H),
+                 cupy.from_dlpack(advantages)),
             )
         return advantages
 
