@@ -278,3 +278,17 @@ def test_minatar_report_compares_p3o_with_each_games_best_gamma(tmp_path, monkey
     assert "Freeway: p3o_h128 - ppo_0.99 (best PPO) = -31.00" in out
     assert "p3o_h128: mean score normalised by each game's best PPO gamma (ppo_0.9, ppo_0.99) 0.500" in out  # (11/22 + 31/62) / 2
     assert "p3o_h128: mean PPO(0.99)-normalised score over 2 games 0.708" in out  # (11/12 + 31/62) / 2
+
+
+def test_ocean_rekey_keys_a_commit_as_the_cache_does():
+    """benchmarks/ocean_rekey.py computes an old commit's cache keys from its text: for the committed scripts they are
+    the keys ocean_studies gives them."""
+    import subprocess
+
+    import ocean_rekey
+
+    committed = {name: subprocess.run(["git", "show", f"HEAD:{name}"], cwd=ROOT, capture_output=True, check=True).stdout
+                 for name in ("p3o_ocean.py", "ppo_baseline.py")}
+    if any(committed[name] != (ROOT / name).read_bytes() for name in committed):
+        pytest.skip("the scripts have uncommitted changes: HEAD's keys are not today's")  # a developer's tree, not CI's
+    assert ocean_rekey.old_hashes("HEAD") == {algo: ocean_studies.script_hash(algo) for algo in ("p3o", "ppo")}
