@@ -23,7 +23,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Optional
 
-
 import numpy as np
 import torch
 import torch.distributed as dist

@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Optional
 
-
 import numpy as np
 import torch
 import torch.distributed as dist
