@@ -1,4 +1,4 @@
-"""The P3O advantage's CUDA kernels, advantage.cu, launched through CuPy: what p3o_ocean.py and p3o_atari.py run on a
+"""The P3O advantage's CUDA kernel, advantage.cu, launched through CuPy: what p3o_ocean.py and p3o_atari.py run on a
 GPU (`--kernel auto` or `cuda`). Elsewhere they run its PyTorch twin, `p3o_advantage`, which computes the same thing."""
 from pathlib import Path
 
@@ -6,34 +6,33 @@ import numpy as np
 import torch
 
 
+def block_size(H):
+    """Threads a block: one per offset, padded to the power of two at or above H (the width of the block's sums),
+    and at least a warp."""
+    if not 1 <= H <= 1024:
+        raise ValueError(f"the CUDA kernel takes 1 <= H <= 1024, got H = {H}: run the PyTorch twin (--kernel torch)")
+    return max(32, 1 << (H - 1).bit_length())
+
+
 def load_cuda_advantage():
     """advantage.cu compiled through CuPy, wrapped with `p3o_advantage`'s signature. It runs on PyTorch's tensors in
     place (DLPack) and on PyTorch's current stream. Raises if CuPy cannot compile it."""
     import cupy
 
-    source = (Path(__file__).resolve().parent / "advantage.cu").read_text()
-    lambda_targets, weighted_sum = cupy.RawKernel(source, "lambda_targets"), cupy.RawKernel(source, "p3o_advantage")
-    for kernel in (lambda_targets, weighted_sum):
-        kernel.compile()  # at start-up, so a broken kernel fails here and not mid-run
+    kernel = cupy.RawKernel((Path(__file__).resolve().parent / "advantage.cu").read_text(), "p3o_advantage")
+    kernel.compile()  # at start-up, so a broken kernel fails here and not mid-run
 
     def cuda_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
         T, N, H = mu.shape
         keep = torch.zeros(H, device=mu.device) if keep is None else keep
         inputs = (rewards, terminals, mu, sigma, tail_mu, keep)
         rewards, terminals, mu, sigma, tail_mu, keep = (x.detach().float().contiguous() for x in inputs)
-        target = torch.empty_like(mu)  # each decision's H targets, the lambda-returns and the kept rewards
         advantages = torch.empty(T, N, device=mu.device)
-        threads, diagonals = 256, N * (T + H - 1)
         with cupy.cuda.Stream.from_external(torch.cuda.current_stream(mu.device)):  # the CUDA stream protocol
-            lambda_targets(
-                ((diagonals + threads - 1) // threads,), (threads,),
-                (*[cupy.from_dlpack(x) for x in (rewards, terminals, mu, tail_mu, keep)], np.float32(lam), np.int32(T),
-                 np.int32(N), np.int32(H), cupy.from_dlpack(target)),
-            )
-            weighted_sum(
-                ((T * N + threads - 1) // threads,), (threads,),
-                (*[cupy.from_dlpack(x) for x in (target, mu, sigma)], np.int32(T), np.int32(N), np.int32(H),
-                 cupy.from_dlpack(advantages)),
+            kernel(
+                (N,), (block_size(H),),  # a block per env, a thread per offset
+                (*[cupy.from_dlpack(x) for x in (rewards, terminals, mu, sigma, tail_mu, keep)], np.float32(lam),
+                 np.int32(T), np.int32(N), np.int32(H), cupy.from_dlpack(advantages)),
             )
         return advantages
 

@@ -18,20 +18,18 @@ LAUNCHER = """
 #include "host_shim.h"
 #include "advantage.cu"
 extern "C" void launch(const float* rewards, const float* terminals, const float* mu, const float* sigma,
-                       const float* tail_mu, const float* keep, float lam, int T, int N, int H, float* target,
-                       float* advantages, int threads) {
-    const long long diagonals = (long long)N * (T + H - 1), decisions = (long long)T * N;
-    SHIM_LAUNCH(lambda_targets, (unsigned)((diagonals + threads - 1) / threads), (unsigned)threads, rewards,
-                terminals, mu, tail_mu, keep, lam, T, N, H, target);
-    SHIM_LAUNCH(p3o_advantage, (unsigned)((decisions + threads - 1) / threads), (unsigned)threads, target, mu, sigma,
-                T, N, H, advantages);
+                       const float* tail_mu, const float* keep, float lam, int T, int N, int H, float* advantages,
+                       int threads) {
+    SHIM_LAUNCH(p3o_advantage, (unsigned)N, (unsigned)threads, rewards, terminals, mu, sigma, tail_mu, keep, lam, T, N,
+                H, advantages);
 }
 """
 
 
 @lru_cache(maxsize=None)
 def host_library(flags=("-O2",)):
-    """kernels/advantage.cu compiled by g++ as plain C++ (each kernel's body runs once per grid thread)."""
+    """kernels/advantage.cu compiled by g++ as plain C++ (host_shim.h: a block's threads run as coroutines that meet at
+    each __syncthreads)."""
     build = Path(tempfile.mkdtemp(prefix="p3o_kernel_"))
     (build / "launch.cpp").write_text(LAUNCHER)
     library = build / "advantage_host.so"
@@ -40,19 +38,22 @@ def host_library(flags=("-O2",)):
     subprocess.run(command, check=True, capture_output=True, text=True)
     lib = ctypes.CDLL(str(library))
     pointer, i32 = ctypes.c_void_p, ctypes.c_int
-    lib.launch.argtypes = [pointer] * 6 + [ctypes.c_float, i32, i32, i32, pointer, pointer, i32]
+    lib.launch.argtypes = [pointer] * 6 + [ctypes.c_float, i32, i32, i32, pointer, i32]
     lib.launch.restype = None
     return lib
 
 
-def host_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None, threads=64, flags=("-O2",)):
-    """The kernels' own code on the CPU, with p3o_advantage's signature."""
+def host_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None, threads=None, flags=("-O2",)):
+    """The kernel's own code on the CPU, with p3o_advantage's signature: one block per env, of `threads` threads (by
+    default the wrapper's, kernels.advantage.block_size(H))."""
+    from kernels.advantage import block_size
+
     T, N, H = mu.shape
     keep = torch.zeros(H) if keep is None else keep
     arrays = [np.ascontiguousarray(torch.as_tensor(x).cpu().numpy(), dtype=np.float32) for x in (rewards, terminals, mu, sigma, tail_mu, keep)]
-    target = np.full((T, N, H), np.nan, dtype=np.float32)
     advantages = np.full((T, N), np.nan, dtype=np.float32)
-    host_library(tuple(flags)).launch(*[a.ctypes.data for a in arrays], lam, T, N, H, target.ctypes.data, advantages.ctypes.data, threads)
+    threads = block_size(H) if threads is None else threads
+    host_library(tuple(flags)).launch(*[a.ctypes.data for a in arrays], lam, T, N, H, advantages.ctypes.data, threads)
     return torch.from_numpy(advantages)
 
 
@@ -124,14 +125,10 @@ def done_at_every_position(T=9, H=6, seed=0):
 GRID_LAUNCHER = """
 #include "host_shim.h"
 #include "advantage.cu"
-extern "C" void launch_lambda_targets(const float* rewards, const float* terminals, const float* mu,
-                                      const float* tail_mu, const float* keep, float lam, int T, int N, int H,
-                                      float* target, unsigned grid, unsigned block) {
-    SHIM_LAUNCH(lambda_targets, grid, block, rewards, terminals, mu, tail_mu, keep, lam, T, N, H, target);
-}
-extern "C" void launch_p3o_advantage(const float* target, const float* mu, const float* sigma, int T, int N, int H,
+extern "C" void launch_p3o_advantage(const float* rewards, const float* terminals, const float* mu, const float* sigma,
+                                     const float* tail_mu, const float* keep, float lam, int T, int N, int H,
                                      float* advantages, unsigned grid, unsigned block) {
-    SHIM_LAUNCH(p3o_advantage, grid, block, target, mu, sigma, T, N, H, advantages);
+    SHIM_LAUNCH(p3o_advantage, grid, block, rewards, terminals, mu, sigma, tail_mu, keep, lam, T, N, H, advantages);
 }
 """
 
@@ -148,7 +145,6 @@ def host_kernel_from_source(source):
     subprocess.run(command, check=True, capture_output=True, text=True)
     lib = ctypes.CDLL(str(library))
     pointer, i32, u32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
-    lib.launch_lambda_targets.argtypes = [pointer] * 5 + [ctypes.c_float, i32, i32, i32, pointer, u32, u32]
-    lib.launch_p3o_advantage.argtypes = [pointer] * 3 + [i32, i32, i32, pointer, u32, u32]
-    lib.launch_lambda_targets.restype = lib.launch_p3o_advantage.restype = None
+    lib.launch_p3o_advantage.argtypes = [pointer] * 6 + [ctypes.c_float, i32, i32, i32, pointer, u32, u32]
+    lib.launch_p3o_advantage.restype = None
     return lib

@@ -69,12 +69,13 @@ MUTANTS = [
     ("ppo_policy_gradient_sign", "ppo_baseline.py", "pg_loss1 = -mb_advantages * ratio", "pg_loss1 = mb_advantages * ratio", [PPO_WIRING]),
     ("ppo_evaluate_ignores_the_weights", "ppo_baseline.py", 'agent.load_state_dict(checkpoint["model"])\n    returns = torch.full(', 'returns = torch.full(', [EVAL, EVAL_CLI]),
     # the CuPy wrapper
-    ("kernel_wrapper_grid_rounds_down", "kernels/advantage.py", "(T * N + threads - 1) // threads", "(T * N) // threads", [KERNEL_WRAPPER]),
-    ("kernel_wrapper_diagonals_round_down", "kernels/advantage.py", "(diagonals + threads - 1) // threads", "diagonals // threads", [KERNEL_WRAPPER]),
+    ("kernel_wrapper_block_below_the_horizon", "kernels/advantage.py", "1 << (H - 1).bit_length()", "1 << (H - 1).bit_length() - 1", [KERNEL_WRAPPER]),
+    ("kernel_wrapper_one_block_short", "kernels/advantage.py", "(N,), (block_size(H),)", "(N - 1,), (block_size(H),)", [KERNEL_WRAPPER]),
     # the kernel's source, through its host build
-    ("kernel_lambda_return_crosses_terminals", "kernels/advantage.cu", "y = ended ? 0.0f : (1.0f - lam) * next_mu + lam * y;", "y = (1.0f - lam) * next_mu + lam * y;", ["tests/test_advantage.py"]),
-    ("kernel_kept_reward_not_cut_at_terminals", "kernels/advantage.cu", "reward = ended ? 0.0f : reward;", "", ["tests/test_advantage.py"]),
-    ("kernel_diagonal_stops_short", "kernels/advantage.cu", "t >= 0 && s - t < H", "t >= 0 && s - t < H - 1", ["tests/test_advantage.py"]),
+    ("kernel_lambda_return_crosses_terminals", "kernels/advantage.cu", "j == 0 ? reward : ended ? 0.0f : (1.0f - lam)", "j == 0 ? reward : (1.0f - lam)", ["tests/test_advantage.py"]),
+    ("kernel_kept_reward_not_cut_at_terminals", "kernels/advantage.cu", "j == 0 ? reward : ended ? 0.0f : raws[later][j - 1]", "j == 0 ? reward : raws[later][j - 1]", ["tests/test_advantage.py"]),
+    ("kernel_sum_misses_its_last_level", "kernels/advantage.cu", "for (int half = blockDim.x / 2; half > 0; half /= 2) {\n            if (j < half) sums[j] +=", "for (int half = blockDim.x / 2; half > 1; half /= 2) {\n            if (j < half) sums[j] +=", ["tests/test_advantage.py"]),
+    ("kernel_no_barrier_before_the_sum", "kernels/advantage.cu", "sums[j] = residual;\n        __syncthreads();", "sums[j] = residual;", ["tests/test_advantage.py"]),
     # the Gymnasium path of the Atari pair
     ("reset_step_counted_as_a_decision", "ppo_baseline.py", "envs.episode_length += ~envs.resetting", "envs.episode_length += 1", [GYMNASIUM, "tests/test_atari.py::test_atari_envs_report_whole_games_in_raw_score"]),
     ("gymnasium_grid_not_channels_first", "p3o_atari.py", "obs = np.moveaxis(obs, -1, 1) if obs.ndim == 4 else obs", "obs = obs", [GYMNASIUM]),

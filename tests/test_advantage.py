@@ -274,13 +274,15 @@ def test_step_clock_table_follows_the_cell_means_and_moves_rare_cells_slowly():
     assert not table[10:100].any() and not table[101:].any()  # no decision, no step
 
 
-def test_host_build_is_independent_of_the_launch_shape():
+def test_host_build_is_independent_of_the_block_width():
+    """Threads past H only pad the block's sums with zeros: a block of 16, 64 or 256 threads gives the same bits at
+    H = 9, and a block narrower than H computes something else (the test could fail)."""
     g = torch.Generator().manual_seed(3)
     inputs = (torch.randn(7, 5, generator=g), (torch.rand(7, 5, generator=g) < 0.3).float(), torch.randn(7, 5, 9, generator=g), torch.rand(9, generator=g), torch.randn(5, 9, generator=g))
     keep = torch.arange(9) % 4 == 0
-    one = host_advantage(*inputs, 0.8, keep, threads=1)
-    many = host_advantage(*inputs, 0.8, keep, threads=256)  # most of the last block is out of range
-    assert torch.equal(one, many)
+    narrow, wide, widest = (host_advantage(*inputs, 0.8, keep, threads=threads) for threads in (16, 64, 256))
+    assert torch.equal(narrow, wide) and torch.equal(narrow, widest)
+    assert not torch.allclose(host_advantage(*inputs, 0.8, keep, threads=8), narrow)
 
 
 def test_kernel_reads_only_inside_its_arrays():
@@ -295,7 +297,7 @@ g = torch.Generator().manual_seed(0)
 for T, N, H in [(1, 1, 1), (3, 2, 8), (6, 3, 4), (5, 4, 5)]:
     terminals = (torch.rand(T, N, generator=g) < 0.3).float()
     a = host_advantage(torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.rand(H, generator=g), torch.randn(N, H, generator=g),
-                       0.8, torch.rand(H, generator=g) < 0.3, threads=7, flags=("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"))
+                       0.8, torch.rand(H, generator=g) < 0.3, flags=("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"))
     assert torch.isfinite(a).all()
 print("clean")
 """
@@ -312,7 +314,7 @@ def test_kernel_compiles_to_ptx():
 
     ptx = compiler._NVRTCProgram(KERNEL.read_text(), "advantage.cu").compile(("-arch=compute_90",))[0]
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
-    assert ".entry lambda_targets" in ptx and ".entry p3o_advantage" in ptx
+    assert ".entry p3o_advantage" in ptx
     if shutil.which("ptxas"):
         subprocess.run(["ptxas", "-arch=sm_90", "-o", "/dev/null", "-"], input=ptx, text=True, check=True, capture_output=True)
     if shutil.which("nvcc"):
