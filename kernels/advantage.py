@@ -6,11 +6,14 @@ import numpy as np
 import torch
 
 
+MAX_H = 1024  # advantage.cu's P3O_MAX_H: the size of its shared arrays, and the most threads a block can have
+
+
 def block_size(H):
     """Threads a block: one per offset, padded to the power of two at or above H (the width of the block's sums),
     and at least a warp."""
-    if not 1 <= H <= 1024:
-        raise ValueError(f"the CUDA kernel takes 1 <= H <= 1024, got H = {H}: run the PyTorch twin (--kernel torch)")
+    if not 1 <= H <= MAX_H:
+        raise ValueError(f"the CUDA kernel takes 1 <= H <= {MAX_H}, got H = {H}: run the PyTorch twin (--kernel torch)")
     return max(32, 1 << (H - 1).bit_length())
 
 

@@ -7,7 +7,6 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <ucontext.h>
 #include <vector>
 #if defined(__SANITIZE_ADDRESS__)

@@ -17,29 +17,30 @@ KERNEL = ROOT / "kernels" / "advantage.cu"
 LAUNCHER = """
 #include "host_shim.h"
 #include "advantage.cu"
-extern "C" void launch(const float* rewards, const float* terminals, const float* mu, const float* sigma,
-                       const float* tail_mu, const float* keep, float lam, int T, int N, int H, float* advantages,
-                       int threads) {
-    SHIM_LAUNCH(p3o_advantage, (unsigned)N, (unsigned)threads, rewards, terminals, mu, sigma, tail_mu, keep, lam, T, N,
-                H, advantages);
+extern "C" void launch_p3o_advantage(const float* rewards, const float* terminals, const float* mu, const float* sigma,
+                                     const float* tail_mu, const float* keep, float lam, int T, int N, int H,
+                                     float* advantages, unsigned grid, unsigned block) {
+    SHIM_LAUNCH(p3o_advantage, grid, block, rewards, terminals, mu, sigma, tail_mu, keep, lam, T, N, H, advantages);
 }
 """
 
 
 @lru_cache(maxsize=None)
-def host_library(flags=("-O2",)):
-    """kernels/advantage.cu compiled by g++ as plain C++ (host_shim.h: a block's threads run as coroutines that meet at
-    each __syncthreads)."""
+def host_kernel_from_source(source, flags=("-O1",)):
+    """A kernel source text built by g++ as plain C++ (host_shim.h: a block's threads run as coroutines that meet at
+    each __syncthreads), launched with the grid and block the caller gives: the host build of the tests, and a
+    stand-in for CuPy's RawKernel behind the same wrapper (tests/test_kernel_wrapper.py)."""
     build = Path(tempfile.mkdtemp(prefix="p3o_kernel_"))
+    (build / "advantage.cu").write_text(source)
     (build / "launch.cpp").write_text(LAUNCHER)
     library = build / "advantage_host.so"
     command = ["g++", *flags, "-std=c++17", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror",
-               f"-I{KERNEL.parent}", str(build / "launch.cpp"), "-o", str(library)]
+               f"-I{build}", f"-I{KERNEL.parent}", str(build / "launch.cpp"), "-o", str(library)]
     subprocess.run(command, check=True, capture_output=True, text=True)
     lib = ctypes.CDLL(str(library))
-    pointer, i32 = ctypes.c_void_p, ctypes.c_int
-    lib.launch.argtypes = [pointer] * 6 + [ctypes.c_float, i32, i32, i32, pointer, i32]
-    lib.launch.restype = None
+    pointer, i32, u32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
+    lib.launch_p3o_advantage.argtypes = [pointer] * 6 + [ctypes.c_float, i32, i32, i32, pointer, u32, u32]
+    lib.launch_p3o_advantage.restype = None
     return lib
 
 
@@ -53,7 +54,8 @@ def host_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None, threa
     arrays = [np.ascontiguousarray(torch.as_tensor(x).cpu().numpy(), dtype=np.float32) for x in (rewards, terminals, mu, sigma, tail_mu, keep)]
     advantages = np.full((T, N), np.nan, dtype=np.float32)
     threads = block_size(H) if threads is None else threads
-    host_library(tuple(flags)).launch(*[a.ctypes.data for a in arrays], lam, T, N, H, advantages.ctypes.data, threads)
+    library = host_kernel_from_source(KERNEL.read_text(), tuple(flags))
+    library.launch_p3o_advantage(*[a.ctypes.data for a in arrays], lam, T, N, H, advantages.ctypes.data, N, threads)
     return torch.from_numpy(advantages)
 
 
@@ -120,31 +122,3 @@ def done_at_every_position(T=9, H=6, seed=0):
     for n in range(T):
         terminals[n, n] = 1.0
     return (torch.randn(T, N, generator=g), terminals, torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.1, torch.randn(N, H, generator=g))
-
-
-GRID_LAUNCHER = """
-#include "host_shim.h"
-#include "advantage.cu"
-extern "C" void launch_p3o_advantage(const float* rewards, const float* terminals, const float* mu, const float* sigma,
-                                     const float* tail_mu, const float* keep, float lam, int T, int N, int H,
-                                     float* advantages, unsigned grid, unsigned block) {
-    SHIM_LAUNCH(p3o_advantage, grid, block, rewards, terminals, mu, sigma, tail_mu, keep, lam, T, N, H, advantages);
-}
-"""
-
-
-@lru_cache(maxsize=None)
-def host_kernel_from_source(source):
-    """A kernel source text (as kernels/advantage.py reads it) built by g++ for the CPU, each kernel launched with the
-    grid and block the caller gives: a stand-in for CuPy's RawKernel behind the same wrapper."""
-    build = Path(tempfile.mkdtemp(prefix="p3o_kernel_grid_"))
-    (build / "advantage.cu").write_text(source)
-    (build / "launch.cpp").write_text(GRID_LAUNCHER)
-    library = build / "advantage_grid.so"
-    command = ["g++", "-O1", "-std=c++17", "-shared", "-fPIC", f"-I{build}", f"-I{KERNEL.parent}", str(build / "launch.cpp"), "-o", str(library)]
-    subprocess.run(command, check=True, capture_output=True, text=True)
-    lib = ctypes.CDLL(str(library))
-    pointer, i32, u32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
-    lib.launch_p3o_advantage.argtypes = [pointer] * 6 + [ctypes.c_float, i32, i32, i32, pointer, u32, u32]
-    lib.launch_p3o_advantage.restype = None
-    return lib
