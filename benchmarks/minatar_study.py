@@ -77,6 +77,7 @@ def read_rows(path):
 
 
 def append_rows(path, rows, fields):
+    path.parent.mkdir(parents=True, exist_ok=True)  # a new --results folder
     new = not path.exists()
     with open(path, "a", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=fields)
