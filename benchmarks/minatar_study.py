@@ -99,7 +99,8 @@ def one_thread():
 
 def train(game, arm, seed, steps, runs, tag="", extra=()):
     """One run to `steps`, continuing its checkpoint where one is there; returns the run folder. Its --exp-name is
-    the arm's name and `tag` (a screen's patched checkout names its runs so)."""
+    the arm's name and `tag` (a screen's patched checkout names its runs so). A run that exits non-zero raises
+    RuntimeError naming its log."""
     name = arm + tag
     folder = run_folder(runs, game, name, seed)
     if folder is not None and (folder / "checkpoint.pt").exists():
@@ -109,7 +110,9 @@ def train(game, arm, seed, steps, runs, tag="", extra=()):
     log = Path(runs) / f"{game}_{name}_s{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
-        subprocess.run([sys.executable, str(HERE / "flushing.py"), *command, "--no-progress"], cwd=Path(runs).parent, env=one_thread(), stdout=out, stderr=subprocess.STDOUT, check=True)
+        code = subprocess.run([sys.executable, str(HERE / "flushing.py"), *command, "--no-progress"], cwd=Path(runs).parent, env=one_thread(), stdout=out, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        raise RuntimeError(f"minatar_study.py: {game} {name} seed {seed} exited with status {code}; its log: {log}")
     return run_folder(runs, game, name, seed)
 
 
@@ -144,16 +147,21 @@ def command_run(opts):
     print(f"minatar_study.py: {len(todo)} runs to {opts.steps:,} steps, {opts.workers} at once", flush=True)
 
     def one(job):
+        """Train and export one run; returns the job if it failed (reported here), so the queue goes on without it."""
         game, arm, seed = job
-        folder = train(game, arm, seed, opts.steps, opts.runs, opts.tag, opts.flags.split())
         try:
+            folder = train(game, arm, seed, opts.steps, opts.runs, opts.tag, opts.flags.split())
             row = export(folder, game, arm + opts.tag, seed, opts.steps, opts.machine)
-        except ValueError as error:
-            return print(error, flush=True)
+        except (RuntimeError, ValueError) as error:
+            print(error, flush=True)
+            return job
         print(f"{game} {arm} seed {seed}: {row['final_return']:.2f} at {row['sps']:.0f} SPS", flush=True)
 
     with ThreadPoolExecutor(opts.workers) as pool:
-        list(pool.map(one, todo))
+        failed = [job for job in pool.map(one, todo) if job is not None]
+    if failed:
+        sys.exit(f"minatar_study.py: {len(failed)} of {len(todo)} runs failed or did not export: "
+                 + ", ".join(" ".join(job) for job in failed))
 
 
 def command_export(opts):

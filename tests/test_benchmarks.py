@@ -259,6 +259,34 @@ def test_minatar_export_takes_the_last_tenth_and_refuses_a_short_run(tmp_path, m
     assert [r["seed"] for r in minatar_study.read_rows(tmp_path / "runs.csv")] == ["3"]
 
 
+def test_minatar_run_reports_a_failed_run_and_goes_on(tmp_path, monkeypatch, capsys):
+    """A training run that exits non-zero raises with its log's path; `run` reports it, trains and exports the runs
+    queued behind it, and exits non-zero naming the failed run."""
+    import types
+
+    import minatar_study
+
+    monkeypatch.setitem(minatar_study.ARMS, "broken", ("no_such_script.py", []))
+    with pytest.raises(RuntimeError, match=r"Breakout broken seed 1 exited with status [1-9].*Breakout_broken_s1\.log"):
+        minatar_study.train("Breakout", "broken", "1", 1000, tmp_path / "runs")
+    assert "no_such_script.py" in (tmp_path / "runs" / "Breakout_broken_s1.log").read_text()
+
+    def train(game, arm, seed, *rest):
+        if seed == "1":
+            raise RuntimeError(f"{game} {arm} seed {seed} exited with status 1")
+        return tmp_path / seed
+    monkeypatch.setattr(minatar_study, "train", train)
+    monkeypatch.setattr(minatar_study, "export", lambda folder, *rest: {"final_return": 7.0, "sps": 100.0})
+    monkeypatch.setattr(minatar_study, "RUNS_CSV", tmp_path / "runs.csv")
+    opts = types.SimpleNamespace(games=["Breakout"], arms=["p3o_h128"], seeds=[1, 2, 3], steps=1000, runs=tmp_path,
+                                 tag="", flags="", machine="here", workers=1)
+    with pytest.raises(SystemExit, match="1 of 3 runs failed or did not export: Breakout p3o_h128 1$"):
+        minatar_study.command_run(opts)
+    out = capsys.readouterr().out
+    assert "Breakout p3o_h128 seed 1 exited with status 1" in out
+    assert "Breakout p3o_h128 seed 2: 7.00" in out and "Breakout p3o_h128 seed 3: 7.00" in out
+
+
 def test_minatar_report_compares_p3o_with_each_games_best_gamma(tmp_path, monkeypatch, capsys):
     """The report's "best PPO" is, game by game, the gamma with the highest mean final return, and P3O's score
     normalised by it is the mean over games of P3O's mean over that PPO's mean."""
