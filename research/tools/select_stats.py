@@ -1,6 +1,6 @@
 """How `research/patches/select_discount.patch` chose its discount in each run: from the runs' TensorBoard logs
-(charts/select_gamma, charts/select_lambda and select/l1.0_g1.0, the running score of the candidate the others are
-measured against), the number of iterations whose (gamma, lambda) differs from the one before, the share of
+(charts/select_gamma, charts/select_lambda and select/lL_g1.0, the running score of the candidate the others are
+measured against: gamma 1 at the largest lambda L), the number of iterations whose (gamma, lambda) differs from the one before, the share of
 iterations where that candidate's running cross-half product (an estimate of the undiscounted gradient's squared
 norm, >= 0 in expectation) is negative, and the choices over the second half of the run.
 
@@ -18,8 +18,10 @@ def main(patterns):
     for folder in sorted(f for pattern in patterns for f in glob.glob(pattern)):
         events = EventAccumulator(folder, size_guidance={"scalars": 0})
         events.Reload()
+        truth_tag = max((t for t in events.Tags()["scalars"] if t.startswith("select/l") and t.endswith("_g1.0")),
+                        key=lambda t: float(t[len("select/l"):-len("_g1.0")]))
         gammas, lambdas, truth = ([e.value for e in events.Scalars(tag)] for tag in
-                                  ("charts/select_gamma", "charts/select_lambda", "select/l1.0_g1.0"))
+                                  ("charts/select_gamma", "charts/select_lambda", truth_tag))
         choices = list(zip(gammas, lambdas))
         changes = sum(a != b for a, b in zip(choices, choices[1:]))
         negative = sum(t < 0 for t in truth) / len(truth)
