@@ -1,8 +1,9 @@
 """How `research/patches/select_discount.patch` chose its discount in each run: from the runs' TensorBoard logs
 (charts/select_gamma, charts/select_lambda and select/lL_g1.0, the running score of the candidate the others are
-measured against: gamma 1 at the largest lambda L), the number of iterations whose (gamma, lambda) differs from the one before, the share of
-iterations where that candidate's running cross-half product (an estimate of the undiscounted gradient's squared
-norm, >= 0 in expectation) is negative, and the choices over the second half of the run.
+measured against: gamma 1 at the largest lambda L), the number of iterations whose (gamma, lambda) differs from the
+one before, the share of iterations where that candidate's running cross-half product (an estimate of the
+undiscounted gradient's squared norm, >= 0 in expectation) is negative, and the choices over the second half of the
+run.
 
     python research/tools/select_stats.py 'runs/MinAtar_*__p3o_h128_2m_select__*'
 """
