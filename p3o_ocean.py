@@ -138,7 +138,7 @@ MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 # --clock: the table's rows (episode steps 0 .. 254, then one row for every later step). Each minibatch moves a cell
 # CLOCK_RATE * n / (n + CLOCK_PRIOR) of the way to the mean residual of its n decisions there: 0.01 to 0.04 on the Ocean
 # probes (tens a cell), 0.0015 on Breakout (one or none), so a rare cell averages many batches instead of fitting one
-# (at CLOCK_PRIOR = 4 a Breakout seed stalled; docs/ablations.md).
+# (at CLOCK_PRIOR = 4 a Breakout seed stalled; research/ablations.md).
 CLOCK_ROWS = 256
 CLOCK_RATE, CLOCK_PRIOR = 0.1, 64.0
 # The offsets whose tie_z is above this keep their rewards as the advantage's targets: three standard errors.

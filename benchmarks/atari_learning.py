@@ -9,7 +9,7 @@ whole games). Writes benchmarks/results/atari_learning_{env}.csv (every logged i
 the games that ended in it) and .png (curves, smoothed), and prints each run's final return: the mean over the
 games that ended in the last quarter of the run, then mean +- std over seeds.
 
-Makes: the README's Breakout rows at 200k steps and docs/ablations.md's Breakout screens (one CSV per seed, read
+Makes: the README's Breakout rows at 200k steps and research/ablations.md's Breakout screens (one CSV per seed, read
 by breakout_figure.py). Time on the 2-core CPU: a 200k-step run of each script side by side takes about an hour
 (roughly 60 to 70 SPS each with the README's MALLOC_* settings).
 """

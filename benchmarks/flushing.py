@@ -3,7 +3,7 @@ by a time limit (benchmarks/gpu_breakout_seeds.sh) keeps its curve up to its las
 
     python benchmarks/flushing.py p3o_atari.py --horizon 128 ...
 
-Makes no figure: the wrapper behind the Breakout runs of the README and docs/gpu.md (gpu_breakout_seeds.sh and the
+Makes no figure: the wrapper behind the Breakout runs of the README and research/gpu_log.md (gpu_breakout_seeds.sh and the
 368k/614k CPU runs). Adds no time to the run it wraps.
 """
 import functools

@@ -11,8 +11,8 @@ benchmarks/atari_learning.py measures it (the mean over the games that ended in 
 mean +- std over seeds for each variant (the run's --exp-name); --out writes every logged iteration's return in
 atari_learning.py's CSV format.
 
-Makes: docs/gpu.md's GPU Breakout figure (gpu_breakout_s1.png) and, with --seed-runs, the CSVs of the README's and
-docs/gpu.md's 368k and 614k rows. Time: seconds (no training).
+Makes: research/gpu_log.md's GPU Breakout figure (gpu_breakout_s1.png) and, with --seed-runs, the CSVs of the README's and
+research/gpu_log.md's 368k and 614k rows. Time: seconds (no training).
 """
 import argparse
 import csv

@@ -14,7 +14,7 @@
 # (benchmarks/gpu_wheels.sh). Here: tar xzf FILES_AT/events.tgz, then
 # python benchmarks/gpu_breakout.py --seed-runs runs --out NAME.csv.
 #
-# Makes: the README's and docs/ablations.md's Breakout seeds run on a lent H200 (the *_gpu_h200_*.csv in results/).
+# Makes: the README's and research/ablations.md's Breakout seeds run on a lent H200 (the *_gpu_h200_*.csv in results/).
 set -u
 : "${OUT:?run on the device machine, where \$OUT is set}"
 [ -d /tmp/site/envpool ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl

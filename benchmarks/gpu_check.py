@@ -4,7 +4,7 @@
     python benchmarks/gpu_check.py OUT --smoke          # every step at tiny sizes (on the CPU where there is no CUDA)
     python benchmarks/gpu_check.py OUT --steps parity kernel
 
-On a lent device the wheels of benchmarks/gpu_wheels.sh come first (docs/gpu.md has the command).
+On a lent device the wheels of benchmarks/gpu_wheels.sh come first (research/gpu_log.md has the command).
 
 Steps, in this order (each is written to the JSON as it ends, so a run stopped midway keeps what it measured; a
 step that fails records its error and the others still run):
@@ -26,8 +26,8 @@ configuration (CUDA context, CuPy compile, cuDNN autotuning); its SPS is the ste
 last logged iterations, read from its TensorBoard log, and its phase shares are the script's own PhaseTimer's. The
 runs' folders go to a temporary directory. Exit status 1 if any step failed.
 
-Makes: every GPU figure of the README and docs/gpu.md (the gpu_check_*.json and .log files in results/). Time:
-under 10 minutes on an H100; --smoke on the 2-core CPU in about a minute.
+Makes: every GPU figure of the README, docs/gpu.md and research/gpu_log.md (the gpu_check_*.json and .log files in
+results/). Time: under 10 minutes on an H100; --smoke on the 2-core CPU in about a minute.
 """
 import argparse
 import json
@@ -60,7 +60,7 @@ TOL = dict(atol=1e-5, rtol=1e-5)  # the CPU parity tests' tolerance, plus, at th
 # float32 sums of up to 256 terms that cancel. Measured on the CPU: in one random case (H = 232, |A| up to 54), an
 # advantage of 0.0898 came out 1.4e-5 off the float64 reference in the host build and 3e-6 off in the twin
 CANCELLATION = 1e-6  # times the case's largest |advantage|
-# The issue's bars on an H100 (docs/gpu.md); read only when the run had CUDA.
+# The issue's bars on an H100 (research/gpu_log.md); read only when the run had CUDA.
 TARGETS = {"kernel_share_of_copy": 0.5, "kernel_share_of_copy_aim": 0.8, "ocean_p3o_sps_n4096": 1_000_000,
            "ocean_p3o_over_ppo": 0.9, "atari_sps": 1_000, "atari_sps_aim": 6_800}
 

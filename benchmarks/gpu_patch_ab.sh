@@ -11,7 +11,7 @@
 # About 30 s a run book on an H200 (2026-11-27), so three repeats take about 3.5 minutes with the start. Needs .whl
 # carried (benchmarks/gpu_wheels.sh), as gpu_check.py does.
 #
-# Makes: docs/gpu.md's speed of a patch against the code without it (on a lent GPU; about 3.5 minutes).
+# Makes: research/gpu_log.md's speed of a patch against the code without it (on a lent GPU; about 3.5 minutes).
 set -eu
 : "${OUT:?run on the device machine, where \$OUT is set}"
 patch=$(realpath "$1") repeats=${2:-3}

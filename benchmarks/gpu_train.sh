@@ -15,7 +15,7 @@
 # from the second call on, resume one run a call, carrying only its folder, and alternate:
 #   SCRIPTS=p3o_atari bash benchmarks/gpu_train.sh 540      (carry .whl and gpu_runs/runs/Breakout-v5__p3o_atari__1__...)
 #
-# Makes: docs/gpu.md's GPU Breakout runs of seed 1 (gpu_breakout.py draws them); each call runs SECONDS.
+# Makes: research/gpu_log.md's GPU Breakout runs of seed 1 (gpu_breakout.py draws them); each call runs SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

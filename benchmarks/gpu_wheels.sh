@@ -16,11 +16,11 @@
 # Each trimmed wheel keeps its name and version and gets a RECORD of the files it holds, so `envpool.make` of an
 # Atari id runs the wheel's own compiled code; any other family's id is unknown there. Everything else is
 # downloaded as it is, with --no-deps: each package below is named on purpose, nothing more is pulled in.
-# On the GPU machine (docs/gpu.md has the whole command):
+# On the GPU machine (research/gpu_log.md has the whole command):
 #     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
 #     export PYTHONPATH=/tmp/site
 #
-# Makes no figure: the wheels every GPU command above needs (docs/gpu.md); a minute or two of downloads.
+# Makes no figure: the wheels every GPU command above needs (research/gpu_log.md); a minute or two of downloads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-.whl}

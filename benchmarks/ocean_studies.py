@@ -62,7 +62,7 @@ GAMMAS = [0.9, 0.99, 0.999]  # the PPO sweep; 0.99 is the untuned baseline
 DELAYS = [1, 8, 32, 64, 100]
 DELAY_GAMMAS = [0.99, 0.999]  # the untuned baseline and the sweep's long-horizon end
 # Each a choice that is not the default, with its label in the tables. The choices that left the scripts are in
-# docs/ablations.md with the commit that runs them.
+# research/ablations.md with the commit that runs them.
 ABLATIONS = [("no clock", {"clock": False}), ("no window loss", {"window_loss_coef": 0.0})]
 ABLATION_ENVS = ["delay", "forage"]  # long-horizon probes, where the choices can matter (budgeted to one session)
 ABLATION_DELAY = 32  # delay runs in the ablations use this D, where the horizon matters
@@ -82,7 +82,7 @@ PROBE_HORIZONS = [32, 128]
 # The ablation on the probes, both ways: each component of the one default removed alone, and the smallest P3O (the
 # windows past the terminal and the tail bootstrap, with the learned sigma) with nothing else. The rows of the
 # components that left the scripts (the effect weights, with their memory and floor rule, among them) are in
-# docs/ablations.md with the commit that runs them.
+# research/ablations.md with the commit that runs them.
 NO_FAR_TARGETS = {"td_lambda": 1.0}  # lam = 1: the rewards as targets at every offset, nothing bootstrapped
 SMALLEST = {"clock": False, "window_loss_coef": 0.0, **NO_FAR_TARGETS}
 PROBE_ABLATIONS = [

@@ -176,7 +176,7 @@ def test_breakout_figure_reads_every_seed_and_refuses_a_missing_one(tmp_path, mo
     import breakout_figure
 
     monkeypatch.setattr(breakout_figure, "FIGURE", tmp_path / "breakout.png")
-    breakout_figure.main()  # the committed CSVs: the figures the README and docs/ablations.md quote
+    breakout_figure.main()  # the committed CSVs: the figures the README and research/ablations.md quote
     printed = capsys.readouterr().out
     assert "p3o_atari.py --horizon 128 (default)   4.64 +- 1.52 (std), 95% CI +- 1.09, 10 seeds" in printed
     assert "before the far targets                 4.48 +- 1.62 (std)" in printed
