@@ -3,7 +3,7 @@
     python benchmarks/minatar_study.py run --arms ppo_0.99 p3o_h128 --seeds 1 2 3 --workers 2      # train, then export
     python benchmarks/minatar_study.py run --games Breakout --arms p3o_h32 --seeds 4 --steps 200000
     python benchmarks/minatar_study.py export --runs runs                                           # runs trained elsewhere
-    python benchmarks/minatar_study.py report                                                       # table and figures, no training
+    python benchmarks/minatar_study.py report                                                       # tables and figures, no training
     python benchmarks/minatar_study.py speed --repeats 3                                            # SPS, P3O against PPO, alternating
 
 Every arm runs the same network (the MinAtar paper's, p3o_atari.py's `make_network`), envs, steps and update: the
@@ -15,10 +15,16 @@ the advantage: PPO + GAE at gamma 0.9, 0.99 or 0.999 (lambda 0.95), or P3O at H 
 thread (through benchmarks/flushing.py), `--workers` at once, in runs/; a run with a checkpoint there continues it.
 Each finished run is exported: one row in minatar_runs.csv (final return = the mean of `charts/episodic_return` over
 the iterations in the last 10% of the steps; SPS; P3O's explained variance and tied offsets at the end), its curve
-in minatar_curves.csv and, for P3O, its last weight curve in minatar_weights.csv. `report` prints the table (mean
-+- 95% CI over seeds), the differences (Welch's 95% CI), the mean normalised score with a bootstrap CI (by PPO at
-0.99 and by each game's best gamma), and the SPS of each arm side by side (runs of one machine), and draws
-minatar_curves.png (five panels) and minatar_weights.png.
+in minatar_curves.csv and, for P3O, its last weight curve in minatar_weights.csv.
+
+`report` prints first the README's table: today's default (P3O at H = 128 and 32 with the lambda-return, its runs in
+--default-results, research/results/minatar_5m_lambda) against PPO at 0.99 / 0.95 and PPO's best arm on each game (of
+gamma 0.9, 0.99 and 0.999 at lambda 0.95, and 0.99 / 0.8 from --default-results), mean +- 95% CI over seeds, and P3O's
+normalised score: the mean over the games of P3O's mean over PPO's, with a bootstrap 95% interval (every arm's seeds
+resampled within each game, PPO's best arm picked again in each draw). Then, for the runs in --results (the default
+before the lambda-return and PPO's gammas), the table, the differences (Welch's 95% CI), the normalised scores (by
+PPO at 0.99 and by each game's best gamma), and the SPS of each arm side by side (runs of one machine), and it draws
+minatar_curves.png (five panels) and minatar_weights.png there.
 Time: a 5M-step run takes 6 to 8 minutes on one core of the 2-core CPU with nothing else running (10k to 14k SPS,
 `speed`), about 9 on a lent H100 machine's host cores sixteen at once; `speed` takes about 5 minutes.
 """
@@ -37,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
 RUNS_CSV, CURVES_CSV, WEIGHTS_CSV = RESULTS / "minatar_runs.csv", RESULTS / "minatar_curves.csv", RESULTS / "minatar_weights.csv"
+DEFAULT_RESULTS = ROOT / "research" / "results" / "minatar_5m_lambda"  # today's default's runs and PPO at lambda 0.8
 sys.path.insert(0, str(HERE))
 from atari_runs import MALLOC_ENV, scalars  # noqa: E402
 from ocean_studies import ci95, difference_ci95  # noqa: E402
@@ -51,6 +58,7 @@ ARMS = {
     "p3o_h32": ("p3o_atari.py", ["--horizon", "32"]),
     "p3o_h128": ("p3o_atari.py", ["--horizon", "128"]),
 }
+PPO_NAMES = {"ppo_0.9": "0.9 / 0.95", "ppo_0.99": "0.99 / 0.95", "ppo_0.999": "0.999 / 0.95", "ppo_0.99_lam08": "0.99 / 0.8"}
 FIELDS = ["game", "arm", "seed", "steps", "final_return", "sps", "explained_variance", "tied_offsets", "machine"]
 
 
@@ -186,6 +194,49 @@ def bootstrap_ci(values_by_game, reference_by_game, rng, samples=10_000):
     return point, np.percentile(draws, 2.5), np.percentile(draws, 97.5)
 
 
+def normalised_score(values_by_game, references_by_game, rng, samples=10_000):
+    """The mean over games of mean(values) / the best mean(reference) of the game, and its 95% bootstrap interval:
+    every arm's seeds resampled within each game, the best reference picked again in each draw."""
+    def score(mean):
+        return np.mean([mean(v) / max(mean(r) for r in refs) for v, refs in zip(values_by_game, references_by_game)])
+
+    draws = [score(lambda x: rng.choice(x, len(x)).mean()) for _ in range(samples)]
+    return score(np.mean), np.percentile(draws, 2.5), np.percentile(draws, 97.5)
+
+
+def finals_of(path):
+    """{(game, arm): [final return of each seed]} of a minatar_runs.csv."""
+    finals = {}
+    for row in read_rows(path):
+        finals.setdefault((row["game"], row["arm"]), []).append(float(row["final_return"]))
+    return finals
+
+
+def default_table(finals, default):
+    """The README's table: P3O at today's default (`default`'s p3o_h128 and p3o_h32) against PPO at 0.99 / 0.95 and
+    PPO's best arm on each game (PPO's arms of `finals` and `default`), and P3O's normalised scores."""
+    ppo = {**{k: v for k, v in finals.items() if k[1] in PPO_NAMES}, **{k: v for k, v in default.items() if k[1] in PPO_NAMES}}
+    games = [g for g in GAMES if (g, "p3o_h128") in default and (g, "ppo_0.99") in ppo]
+    if not games:
+        return
+    best = {g: max((a for a in PPO_NAMES if (g, a) in ppo), key=lambda a: np.mean(ppo[(g, a)])) for g in games}
+    cell = lambda values: "{:.2f} +- {:.2f}".format(*ci95(values))  # noqa: E731
+    print("Today's default, 5M steps: final return, mean +- 95% CI (seeds)\n")
+    print("| 5M steps | " + " | ".join(games) + " |\n|" + " --- |" * (len(games) + 1))
+    print("| PPO 0.99 / 0.95 | " + " | ".join(f"{cell(ppo[(g, 'ppo_0.99')])} ({len(ppo[(g, 'ppo_0.99')])})" for g in games) + " |")
+    print("| PPO's best arm | " + " | ".join(f"{cell(ppo[(g, best[g])])} ({PPO_NAMES[best[g]]}; {len(ppo[(g, best[g])])})" for g in games) + " |")
+    for arm, name in (("p3o_h128", "P3O H = 128"), ("p3o_h32", "P3O H = 32")):
+        print(f"| {name} | " + " | ".join(f"{cell(default[(g, arm)])} ({len(default[(g, arm)])})" if (g, arm) in default else "" for g in games) + " |")
+    print(f"\nP3O normalised, the mean over {len(games)} games of its mean / PPO's, with a 95% bootstrap interval:")
+    for arm, name in (("p3o_h128", "P3O H = 128"), ("p3o_h32", "P3O H = 32")):
+        if all((g, arm) in default for g in games):
+            values = [np.array(default[(g, arm)]) for g in games]
+            by_best = normalised_score(values, [[np.array(ppo[(g, a)]) for a in PPO_NAMES if (g, a) in ppo] for g in games], np.random.default_rng(0))
+            by_099 = normalised_score(values, [[np.array(ppo[(g, "ppo_0.99")])] for g in games], np.random.default_rng(0))
+            print("{}: {:.3f} [{:.3f}, {:.3f}] by PPO's best arm, {:.3f} [{:.3f}, {:.3f}] by PPO 0.99 / 0.95".format(name, *by_best, *by_099))
+    print()
+
+
 def command_speed(opts):
     """P3O at H = 128 against PPO at gamma 0.99 on each game, one process at a time, alternating, one torch thread,
     --steps each; the median SPS of each and their ratio (the table's runs are too far apart in time to compare)."""
@@ -208,6 +259,8 @@ def command_report(opts):
     rows = read_rows(RUNS_CSV)
     if not rows:
         raise SystemExit(f"minatar_study.py: no runs in {RUNS_CSV}")
+    default_table(finals_of(RUNS_CSV), finals_of(Path(opts.default_results) / "minatar_runs.csv"))
+    print(f"The runs of {RUNS_CSV} (the default before the lambda-return, and PPO's gammas):\n")
     finals, sps = {}, {}
     for row in rows:
         finals.setdefault((row["game"], row["arm"]), []).append(float(row["final_return"]))
@@ -331,7 +384,8 @@ def main():
     run.add_argument("--workers", type=int, default=2)
     run.add_argument("--tag", default="", help="appended to each arm's name: a screen's runs (research/README.md)")
     run.add_argument("--flags", default="", help="more flags for every run, a screen's (with --tag): --flags='--td-lambda 0.6'")
-    sub.add_parser("report")
+    report = sub.add_parser("report")
+    report.add_argument("--default-results", default=str(DEFAULT_RESULTS), help="the folder of today's default's minatar_runs.csv")
     speed = sub.add_parser("speed")
     speed.add_argument("--games", nargs="+", default=GAMES, choices=GAMES)
     speed.add_argument("--steps", type=int, default=8192 * 12)

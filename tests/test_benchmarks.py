@@ -1,5 +1,6 @@
 """The evidence studies' machinery (benchmarks/ocean_studies.py): fair PPO settings, scores, the run cache."""
 import gzip
+import re
 import json
 import sys
 from dataclasses import fields
@@ -320,3 +321,27 @@ def test_ocean_rekey_keys_a_commit_as_the_cache_does():
     if any(committed[name] != (ROOT / name).read_bytes() for name in committed):
         pytest.skip("the scripts have uncommitted changes: HEAD's keys are not today's")  # a developer's tree, not CI's
     assert ocean_rekey.old_hashes("HEAD") == {algo: ocean_studies.script_hash(algo) for algo in ("p3o", "ppo")}
+
+
+def test_minatar_report_prints_the_readmes_table_and_score_from_the_committed_runs(tmp_path, monkeypatch, capsys):
+    """`minatar_study.py report` on the committed CSVs prints the README's table of today's default and P3O's score
+    normalised by PPO's best arm (0.660 at H = 128) and by PPO at 0.99 / 0.95 (0.890); its figures go to tmp_path."""
+    import shutil
+
+    import minatar_study
+
+    for name in ("minatar_runs.csv", "minatar_curves.csv", "minatar_weights.csv"):
+        shutil.copy(ROOT / "benchmarks" / "results" / name, tmp_path / name)
+    for name in ("RESULTS", "RUNS_CSV", "CURVES_CSV", "WEIGHTS_CSV"):  # main() points these at --results: put them back after
+        monkeypatch.setattr(minatar_study, name, getattr(minatar_study, name))
+    monkeypatch.setattr(sys, "argv", ["minatar_study.py", "report", "--results", str(tmp_path)])
+    minatar_study.main()
+    out = capsys.readouterr().out
+    assert "| P3O H = 128 | 23.70 +- 4.02 (5) | 8.20 +- 3.99 (4) | 60.20 +- 0.69 (4) | 9.17 +- 7.53 (5) | 78.11 +- 20.15 (3) |" in out
+    assert "| PPO's best arm | 29.16 +- 6.01 (0.99 / 0.8; 3) |" in out
+    scores = re.search(r"P3O H = 128: ([\d.]+) \[([\d.]+), ([\d.]+)\] by PPO's best arm, ([\d.]+) \[", out)
+    assert scores, out
+    point, low, high, by_099 = (float(scores.group(i)) for i in (1, 2, 3, 4))
+    assert abs(point - 0.660) <= 0.0005 and low < point < high
+    assert abs(by_099 - 0.8895) <= 0.001
+    assert (tmp_path / "minatar_curves.png").exists()
