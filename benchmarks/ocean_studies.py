@@ -24,9 +24,9 @@ Scores are the envs' normalised `score` (1 = optimal). A run's final score is th
 over the last 10% of its iterations; steps-to-solve is the first step at which the per-iteration score reached the
 env's `solved_score` (blank if never).
 
-Makes: the README's probe table (`probes --seeds 1 ... 10 --tag _cheaper`), its sanity table (`versus --seeds 1 ...
-10 --tag _cheaper`), the seeds 21 to 30 check (`probes --seeds 21 ... 30 --tag _s21_30`) and docs/probes.md's
-studies. Time on the 2-core CPU: seconds from the committed cache; from scratch about 13 s a run on one core on
+Makes: the README's probe figure (`probes --seeds 1 ... 10 --tag _cheaper`), docs/results.md's sanity table (`versus
+--seeds 1 ... 10 --tag _cheaper`), the seeds 21 to 30 check (`probes --seeds 21 ... 30 --tag _s21_30`) and the studies
+of docs/probes.md and research/probes_log.md. Time on the 2-core CPU: seconds from the committed cache; from scratch about 13 s a run on one core on
 average, so `probes` (200 runs) takes about 25 minutes and `versus` (280 runs) about half an hour on two workers.
 """
 import argparse
@@ -83,11 +83,11 @@ PROBE_HORIZONS = [32, 128]
 # windows past the terminal and the tail bootstrap, with the learned sigma) with nothing else. The rows of the
 # components that left the scripts (the effect weights, with their memory and floor rule, among them) are in
 # research/ablations.md with the commit that runs them.
-NO_FAR_TARGETS = {"td_lambda": 1.0}  # lam = 1: the rewards as targets at every offset, nothing bootstrapped
-SMALLEST = {"clock": False, "window_loss_coef": 0.0, **NO_FAR_TARGETS}
+REWARD_TARGETS = {"td_lambda": 1.0}  # lam = 1: the rewards as targets at every offset, nothing bootstrapped
+SMALLEST = {"clock": False, "window_loss_coef": 0.0, **REWARD_TARGETS}
 PROBE_ABLATIONS = [
-    ("default", {}), ("no far targets", NO_FAR_TARGETS), ("no clock", {"clock": False}), ("no window loss", {"window_loss_coef": 0.0}),
-    ("smallest: no clock, no window loss, no far targets", SMALLEST),
+    ("default", {}), ("lambda 1 (rewards as targets)", REWARD_TARGETS), ("no clock", {"clock": False}), ("no window loss", {"window_loss_coef": 0.0}),
+    ("smallest: no clock, no window loss, lambda 1", SMALLEST),
 ]
 TAG = ""  # --tag: appended to the CSV and PNG names, so a run with other seeds or horizons keeps the main files
 
@@ -517,11 +517,11 @@ def ablation_study(opts):
 
 def throughput_study(opts):
     """SPS and the advantage's share of an iteration: PPO with GAE, P3O at H = 32 and at H = 128, and at H = 128 without
-    the clock, with the value loss on whole minibatches and without the far targets, on squared and delay, one process
+    the clock, with the value loss on whole minibatches and at lambda 1 (the rewards as targets), on squared and delay, one process
     at a time and alternating, so the ratios are taken side by side (run it alone)."""
     configs = [("PPO (GAE)", "ppo", {}), ("P3O H=32", "p3o", {"horizon": 32}), ("P3O H=128", "p3o", {"horizon": 128}),
                ("H=128 no clock", "p3o", {"horizon": 128, "clock": False}), ("H=128 value 1.0", "p3o", {"horizon": 128, "value_fraction": 1.0}),
-               ("H=128 no far targets", "p3o", {"horizon": 128, **NO_FAR_TARGETS})]
+               ("H=128 lambda 1", "p3o", {"horizon": 128, **REWARD_TARGETS})]
     rows = []
     for repeat in range(opts.repeats):
         for env in ("squared", "delay"):

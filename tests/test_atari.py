@@ -248,7 +248,7 @@ def test_ocean_options_and_scores(script, tmp_path, monkeypatch):
 
 def test_both_p3o_scripts_share_one_default():
     """One P3O: beyond the envs' own budget, learning rate and batch, the two scripts' defaults are the same: the
-    learned sigma, the centred clock table and the window loss at 0.1."""
+    learned sigma, the lambda-return at lam 0.8, the running clock table and the window loss at 0.1."""
     atari, ocean = asdict(p3o_atari.Args()), asdict(p3o_ocean.Args())
     differ = {name for name in atari.keys() & ocean.keys() if atari[name] != ocean[name]}
     assert differ - {"exp_name", "env_id", "total_timesteps", "learning_rate", "num_envs", "update_epochs"} == set()

@@ -88,8 +88,7 @@ def test_resume_with_the_clock_mid_episode_is_exact(script, env_id, tmp_path, mo
     """--clock reads each env's count of its episode's decisions, which the checkpoint's env state carries: delay's
     68-step episodes are cut by the iteration-3 checkpoint (48 steps in), and the resumed run still ends
     bit-identical, the clock table (a buffer of the model) included. Control: a clock that restarted at 0 would not.
-    (Seed 2 at H = 16: the centred table keeps some of its offsets by iteration 7; at H = 8 cross-validation keeps
-    none this early.)"""
+    (The running table moves at every optimizer step, so the checkpoint carries what three iterations taught it.)"""
     module, _ = SCRIPTS[script]
     monkeypatch.chdir(tmp_path)
     keep_every_checkpoint(module, tmp_path, monkeypatch)
