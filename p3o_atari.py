@@ -9,7 +9,7 @@
     python p3o_atari.py --horizon 128                                    # Breakout-v5, 10M steps
     python p3o_atari.py --env-id Pong-v5 --seed 2 --total-timesteps 200000 --horizon 32
     python p3o_atari.py --env-id ocean/delay --num-envs 256 --learning-rate 3e-3 --total-timesteps 1000000
-    python p3o_atari.py --eval-checkpoint runs/{run}/checkpoint.pt --capture-video  # GIFs in runs/{run}/videos/
+    python evaluate.py runs/{run}/checkpoint.pt --capture-video          # plays the run: GIFs in runs/{run}/videos/
     tensorboard --logdir runs
 """
 import difflib
@@ -55,14 +55,6 @@ class Args:
     """write runs/{run_name}/checkpoint.pt every this many iterations and at the end (0: never)"""
     resume: Optional[str] = None
     """continue the run of this checkpoint: its args, run folder and curve (Atari, Gymnasium: new episodes)"""
-    eval_checkpoint: Optional[str] = None
-    """instead of training, play --eval-episodes episodes with this checkpoint's policy and print the return"""
-    eval_episodes: int = 10
-    """episodes played by --eval-checkpoint (one per env, in parallel; Atari: whole games)"""
-    eval_greedy: bool = False
-    """if toggled, --eval-checkpoint takes the most probable action instead of sampling"""
-    capture_video: bool = False
-    """if toggled, --eval-checkpoint writes each episode it plays as a GIF to runs/{run_name}/videos/"""
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
@@ -758,7 +750,7 @@ def train(args, checkpoint=None):
 
 # ---------------------------------------------------------------------------------------------------------
 # Plumbing. Everything below serves train() and the command line, none of it the algorithm: the env families,
-# torchrun's helpers, checkpoints and resume, refusals of bad input, evaluation and video, progress and timers
+# torchrun's helpers, checkpoints and resume, refusals of bad input, progress and timers (evaluate.py plays runs)
 # ---------------------------------------------------------------------------------------------------------
 # ---------------------------------------------------------------------------------------------------------
 # Env families: EnvPool Atari, Gymnasium (MinAtar, ...), and the Ocean envs of p3o_ocean.py
@@ -818,12 +810,6 @@ class AtariEnvs:
         info = {"episode_return": episode_return, "episode_length": episode_length, "score": episode_return}
         return obs, reward, terminated, truncated, info
 
-    def pictures(self, obs):
-        """--capture-video: the newest of the four stacked 84x84 frames the agent sees, grey. Returns [N, 84, 84, 3]
-        uint8, a view of the grey frames: a long game's pictures stay at a byte a pixel."""
-        grey = obs[:, -1].cpu().numpy()
-        return np.broadcast_to(grey[..., None], (*grey.shape, 3))
-
 
 class GymnasiumEnvs:
     """Any Gymnasium env with a discrete action space (MinAtar's games, CartPole, ...) in the same interface, through
@@ -873,11 +859,6 @@ class GymnasiumEnvs:
         )
         info = {"episode_return": episode_return, "episode_length": episode_length, "score": episode_return}
         return self.observation(obs), reward, terminated, truncated, info
-
-    def pictures(self, obs):
-        """--capture-video: MinAtar's grids of channels, a colour each (video_refusal lets no other Gymnasium env
-        this far). Returns [N, 10, 10, 3] uint8."""
-        return grid_pictures(obs.cpu().numpy())
 
 
 def import_gymnasium(env_id):
@@ -1017,11 +998,13 @@ def load_checkpoint(path, flag):
         fail("not a checkpoint of these scripts (keys missing); checkpoints are runs/{run_name}/checkpoint.pt")
     if checkpoint["script"] != Path(__file__).name:
         fail(f"written by {checkpoint['script']}, not {Path(__file__).name}: use that script")
+    # the evaluation's flags, evaluate.py's since, are no part of a run: the checkpoints written before still resume
+    evaluation = ("eval_checkpoint", "eval_episodes", "eval_greedy", "capture_video")
+    checkpoint["args"] = {name: value for name, value in checkpoint["args"].items() if name not in evaluation}
     unknown = set(checkpoint["args"]) - set(Args.__dataclass_fields__)
     if unknown:
         fail(f"its args {sorted(unknown)} are unknown to this version of {Path(__file__).name}")
-    # --capture-video is evaluation's alone, no part of a run: checkpoints written before it existed still resume
-    missing = set(Args.__dataclass_fields__) - set(checkpoint["args"]) - {"capture_video"}
+    missing = set(Args.__dataclass_fields__) - set(checkpoint["args"])
     if missing and flag == "--resume":  # flags added since: their defaults could change the run's algorithm midway
         fail(f"written before {Path(__file__).name} had {sorted(missing)}: resume it with the version that wrote it")
     written, world_size = 1 + len(checkpoint.get("ranks", [])), int(os.environ.get("WORLD_SIZE", 1))
@@ -1105,10 +1088,6 @@ def check_args(args):
         errors.append(f"--learning-rate must be > 0, got {args.learning_rate}")
     if args.save_interval < 0:
         errors.append(f"--save-interval must be >= 0 (0: no checkpoints), got {args.save_interval}")
-    if args.eval_episodes < 1:
-        errors.append(f"--eval-episodes must be >= 1, got {args.eval_episodes}")
-    if args.capture_video and not args.eval_checkpoint:
-        errors.append("--capture-video records an evaluation: add --eval-checkpoint runs/{run}/checkpoint.pt")
     # P3O: its own flags
     if args.horizon < 1:
         errors.append(f"--horizon must be >= 1, got {args.horizon}")
@@ -1137,125 +1116,6 @@ def check_args(args):
         for error in errors:
             print(f"{Path(__file__).name}: error: {error}", file=sys.stderr)
         sys.exit(2)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# --capture-video: each evaluated episode as an animated GIF, one frame per decision, the observation the policy
-# saw when it made it (a reset step's observation is not one: its action is ignored)
-# ---------------------------------------------------------------------------------------------------------
-def evaluate(args):
-    """Play --eval-episodes episodes (Atari: whole games), one per env, with the policy of --eval-checkpoint;
-    print and return the mean and std of their return and score. --capture-video: each episode also as a GIF in
-    the checkpoint's run folder, runs/{run_name}/videos/ (save_videos), its path printed and returned."""
-    checkpoint = load_checkpoint(args.eval_checkpoint, "--eval-checkpoint")
-    run_args = Args(**checkpoint["args"])
-    refusal = video_refusal(run_args.env_id) if args.capture_video else None
-    if refusal:  # before any env or model is built
-        print(f"{Path(__file__).name}: error: {refusal}", file=sys.stderr)
-        sys.exit(2)
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    torch.manual_seed(args.seed)
-    envs = make_envs(replace(run_args, num_envs=args.eval_episodes, seed=args.seed), device)
-    next_obs = envs.reset()
-    agent = Agent(tuple(next_obs.shape[1:]), envs.num_actions, run_args).to(device)
-    agent.load_state_dict(checkpoint["model"])
-    returns = torch.full((args.eval_episodes,), float("nan"), device=device)
-    scores = returns.clone()
-    frames = [[] for _ in range(args.eval_episodes)] if args.capture_video else None  # each env's first episode
-    with torch.no_grad():
-        for _ in range(100_000):  # a cap, so a policy that never ends an episode cannot hang the evaluation
-            if frames is not None:
-                record_frames(frames, envs, next_obs, returns.isnan())
-            logits = agent.get_logits(next_obs)
-            action = logits.argmax(-1) if args.eval_greedy else Categorical(logits=logits).sample()
-            next_obs, _, _, _, infos = envs.step(action)
-            first = (infos["episode_length"] > 0) & returns.isnan()  # each env's first whole episode
-            returns = torch.where(first, infos["episode_return"].float(), returns)
-            scores = torch.where(first, infos["score"].float(), scores)
-            if not returns.isnan().any():
-                break
-    done = ~returns.isnan()
-    result = {"env": run_args.env_id, "episodes": int(done.sum()), "return": float(returns[done].mean()),
-              "return_std": float(returns[done].std(correction=0)),
-              "score": float(scores[done].mean()), "score_std": float(scores[done].std(correction=0))}
-    policy = "greedy" if args.eval_greedy else "sampled"
-    print(f"{run_args.env_id}: {result['episodes']} episodes, {policy} policy of {args.eval_checkpoint} "
-          f"(step {checkpoint['global_step']:,}): return {result['return']:.3f} +- {result['return_std']:.3f}, "
-          f"score {result['score']:.3f} +- {result['score_std']:.3f}", flush=True)
-    if frames is not None:
-        episodes = {i: frames[i] for i in np.flatnonzero(done.cpu().numpy())}
-        name = f"step{checkpoint['global_step']}-seed{args.seed}-{policy}"
-        result["videos"] = save_videos(episodes, f"runs/{checkpoint['run_name']}/videos", name)
-        for path in result["videos"]:
-            print(f"video: {path}", flush=True)
-    return result
-
-
-def video_refusal(env_id):
-    """Why --capture-video cannot draw this env, in one line that says what to do, or None: it draws EnvPool's Atari
-    frames, MinAtar's grids and the Ocean envs that have a picture (p3o_ocean.py's `pictures`)."""
-    from p3o_ocean import OCEAN_ENVS
-
-    drawn = [f"ocean/{name}" for name, env in OCEAN_ENVS.items() if hasattr(env, "pictures")]
-    if env_id in atari_ids() or env_id.startswith("MinAtar/") or env_id in drawn:
-        return None
-    return (f"--capture-video draws EnvPool's Atari games, MinAtar's and {', '.join(drawn)}, not {env_id} (Gymnasium's "
-            f"rgb_array rendering is not wired in): evaluate it without --capture-video")
-
-
-# A grid's cell takes the colour of its last set channel, c's being VIDEO_PALETTE[c % 10] (matplotlib's tab10), or
-# black where none is set. Pictures are scaled up by a whole factor to at least VIDEO_SIZE pixels, above a caption
-# strip; 70 ms a frame is about real time on Atari (60 frames a second, 4 a decision).
-VIDEO_PALETTE = np.array([[31, 119, 180], [255, 127, 14], [44, 160, 44], [214, 39, 40], [148, 103, 189], [140, 86, 75],
-                          [227, 119, 194], [127, 127, 127], [188, 189, 34], [23, 190, 207]], dtype=np.uint8)
-VIDEO_SIZE, VIDEO_CAPTION, VIDEO_FRAME_MS = 160, 16, 70
-
-
-def grid_pictures(grids):
-    """Grids of channels (MinAtar's, squared's) as pictures, a colour a channel. Shapes: grids [N, C, H, W] (numpy,
-    any dtype, set where non-zero). Returns [N, H, W, 3] uint8."""
-    channels, lit = grids.shape[1], grids != 0
-    top = np.where(lit.any(1), channels - lit[:, ::-1].argmax(1), 0)  # 1 + the last set channel, 0 where none
-    colours = np.concatenate([np.zeros((1, 3), np.uint8), VIDEO_PALETTE[np.arange(channels) % len(VIDEO_PALETTE)]])
-    return colours[top]
-
-
-def record_frames(frames, envs, obs, recording):
-    """Append the picture of obs[i] to frames[i] for each env i that is recording (bool tensor [N]: its first episode
-    still runs) and decides this step, which it does unless it spends the step on a reset (EnvPool, Gymnasium)."""
-    deciding = recording.cpu().numpy()
-    if envs.autoreset_next_step:
-        deciding = deciding & ~np.asarray(envs.resetting)
-    pictures = envs.pictures(obs[torch.from_numpy(deciding).to(obs.device)])
-    for i, picture in zip(np.flatnonzero(deciding), pictures):
-        frames[i].append(picture)
-
-
-def save_videos(episodes, folder, name):
-    """Write each episode's pictures ({index: a list of [H, W, 3] uint8}) to {folder}/{name}-{index}.gif, a frame a
-    picture, captioned with its decision's number ("7/120"). The caption keeps consecutive frames distinct: Pillow's
-    encoder merges identical ones into one longer frame, and a frame must stay a decision. Returns the paths."""
-    from PIL import Image, ImageDraw, ImageFont
-
-    os.makedirs(folder, exist_ok=True)
-    font, paths = ImageFont.load_default(), []
-    for index, pictures in episodes.items():
-        height, width = pictures[0].shape[:2]
-        scale = -(-VIDEO_SIZE // max(height, width))
-
-        def frame(t):
-            picture = Image.fromarray(np.ascontiguousarray(pictures[t]))
-            image = Image.new("RGB", (width * scale, height * scale + VIDEO_CAPTION), (40, 40, 40))
-            image.paste(picture.resize((width * scale, height * scale), Image.Resampling.NEAREST))
-            caption = f"{t + 1}/{len(pictures)}"
-            ImageDraw.Draw(image).text((4, height * scale + 2), caption, fill=(255, 255, 255), font=font)
-            return image
-
-        paths.append(f"{folder}/{name}-{index}.gif")
-        # a generator: Pillow keeps its own palette copy of each frame, a long game need not be held twice
-        rest = (frame(t) for t in range(1, len(pictures)))
-        frame(0).save(paths[-1], save_all=True, append_images=rest, duration=VIDEO_FRAME_MS, loop=0)
-    return paths
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1288,9 +1148,6 @@ def show_progress(line, iteration, num_iterations):
 if __name__ == "__main__":
     args = tyro.cli(Args)
     check_args(args)
-    if args.eval_checkpoint:
-        evaluate(args)
-        sys.exit()
     args, checkpoint = resume_args(args) if args.resume else (args, None)
     if "RANK" in os.environ:  # launched by torchrun: one process per rank, on GPU LOCAL_RANK where there are GPUs
         if args.cuda and torch.cuda.is_available():

@@ -25,13 +25,13 @@ WIRING = "tests/test_loop_wiring.py"
 P3O_WIRING = f"{WIRING}::test_p3o_loop_computes_each_quantity_as_the_algorithm_says"
 PPO_WIRING = f"{WIRING}::test_ppo_loop_computes_gae_and_its_losses_as_the_paper_says"
 PARITY = f"{WIRING}::test_the_atari_loop_on_an_ocean_env_ends_where_the_ocean_loop_does"
-EVAL = "tests/test_checkpoints.py::test_eval_plays_the_checkpoints_policy"
+EVALUATE = "tests/test_evaluate.py"
+EVAL = f"{EVALUATE}::test_evaluate_plays_the_checkpoints_policy"
 GYMNASIUM = "tests/test_gymnasium.py"
-EVAL_CLI = "tests/test_checkpoints.py::test_eval_plays_the_checkpoints_policy_from_the_command_line"
+EVAL_CLI = f"{EVALUATE}::test_evaluate_plays_the_checkpoints_policy_from_the_command_line"
 OCEAN_POISON = "tests/test_training.py::test_autoreset_steps_are_masked_out_of_every_loss"
 OCEAN_MASKED = "tests/test_training.py::test_autoreset_steps_are_masked"
 KERNEL_WRAPPER = "tests/test_kernel_wrapper.py"
-VIDEO = "tests/test_video.py"
 
 # (name, file, old snippet, new snippet, the tests to run: files or node ids)
 MUTANTS = [
@@ -39,9 +39,7 @@ MUTANTS = [
     ("ocean_tie_gate_inverted", "p3o_ocean.py", "logprobs + entropies, real) > TIE_Z", "logprobs + entropies, real) < TIE_Z", [P3O_WIRING]),
     ("ocean_value_window_off_by_one", "p3o_ocean.py", "kept = offsets < window[:, None]", "kept = offsets <= window[:, None]", [OCEAN_POISON, P3O_WIRING]),
     ("atari_nll_log_sigma_sign", "p3o_atari.py", "+ log_sigma * counts", "- log_sigma * counts", [P3O_WIRING]),
-    ("ocean_evaluate_ignores_the_weights", "p3o_ocean.py", 'agent.load_state_dict(checkpoint["model"])\n    returns = torch.full(', 'returns = torch.full(', [EVAL, EVAL_CLI]),
     # the P3O loops: the tie, the advantage, the losses, the clock
-    ("atari_evaluate_ignores_the_weights", "p3o_atari.py", 'agent.load_state_dict(checkpoint["model"])\n    returns = torch.full(', 'returns = torch.full(', [EVAL, EVAL_CLI]),
     ("ocean_tie_score_without_entropy", "p3o_ocean.py", "logprobs + entropies, real) > TIE_Z", "logprobs, real) > TIE_Z", [P3O_WIRING]),
     ("atari_lambda_return_lam_swapped", "p3o_atari.py", "(1.0 - lam) * next_mu[:, :-1] + lam * next_y[:, :-1]", "lam * next_mu[:, :-1] + (1.0 - lam) * next_y[:, :-1]", [P3O_WIRING]),
     ("ocean_lambda_return_crosses_terminals", "p3o_ocean.py", "(1.0 - terminals[t, :, None]) * (", "(", [P3O_WIRING]),
@@ -67,7 +65,6 @@ MUTANTS = [
     ("ppo_policy_clip_min", "ppo_baseline.py", "torch.max(pg_loss1, pg_loss2)", "torch.min(pg_loss1, pg_loss2)", [PPO_WIRING]),
     ("ppo_entropy_bonus_sign", "ppo_baseline.py", "pg_loss - args.ent_coef * entropy_loss", "pg_loss + args.ent_coef * entropy_loss", [PPO_WIRING]),
     ("ppo_policy_gradient_sign", "ppo_baseline.py", "pg_loss1 = -mb_advantages * ratio", "pg_loss1 = mb_advantages * ratio", [PPO_WIRING]),
-    ("ppo_evaluate_ignores_the_weights", "ppo_baseline.py", 'agent.load_state_dict(checkpoint["model"])\n    returns = torch.full(', 'returns = torch.full(', [EVAL, EVAL_CLI]),
     # the CuPy wrapper
     ("kernel_wrapper_block_below_the_horizon", "kernels/advantage.py", "1 << (H - 1).bit_length()", "1 << (H - 1).bit_length() - 1", [KERNEL_WRAPPER]),
     ("kernel_wrapper_one_block_short", "kernels/advantage.py", "(N,), (block_size(H),)", "(N - 1,), (block_size(H),)", [KERNEL_WRAPPER]),
@@ -81,27 +78,33 @@ MUTANTS = [
     ("gymnasium_grid_not_channels_first", "p3o_atari.py", "obs = np.moveaxis(obs, -1, 1) if obs.ndim == 4 else obs", "obs = obs", [GYMNASIUM]),
     ("gymnasium_minatar_network_width", "p3o_atari.py", "(obs_shape[2] - 2), 128)),\n            nn.ReLU(),\n        ), 128, 1.0", "(obs_shape[2] - 2), 64)),\n            nn.ReLU(),\n        ), 64, 1.0", [GYMNASIUM]),
     ("kernel_wrapper_default_keep_all", "kernels/advantage.py", "torch.zeros(H, device=mu.device) if keep is None", "torch.ones(H, device=mu.device) if keep is None", [KERNEL_WRAPPER]),
-    # --capture-video (issue 66): a frame per decision, the decision's own observation, and the refusals
-    ("video_reset_step_recorded", "ppo_baseline.py", "deciding = deciding & ~np.asarray(envs.resetting)",
+    # evaluate.py (issue 76; --capture-video, issue 66): the checkpoint's own policy, a frame per decision, the
+    # decision's own observation, the refusals, and the checkpoints written when the scripts had evaluation flags
+    ("evaluate_ignores_the_weights", "evaluate.py", '    agent.load_state_dict(checkpoint["model"])\n', '', [EVAL, EVAL_CLI]),
+    ("evaluate_former_flags_kept", "evaluate.py", "if key not in FORMER_FLAGS}", "if key not in ()}",
+     [f"{EVALUATE}::test_evaluate_plays_a_checkpoint_of_each_script"]),
+    ("resume_former_flags_kept", "ppo_baseline.py", "if name not in evaluation}", "if name not in ()}",
+     [f"{EVALUATE}::test_a_checkpoint_with_the_former_evaluation_flags_still_resumes"]),
+    ("video_reset_step_recorded", "evaluate.py", "deciding = deciding & ~np.asarray(envs.resetting)",
      "deciding = deciding",
-     [f"{VIDEO}::test_atari_videos_skip_the_reset_steps"]),
-    ("video_frame_after_the_step", "p3o_ocean.py",
-     "record_frames(frames, envs, next_obs, returns.isnan())\n            logits = agent.get_logits(next_obs)\n"
-     "            action = logits.argmax(-1) if args.eval_greedy else Categorical(logits=logits).sample()\n"
+     [f"{EVALUATE}::test_atari_videos_skip_the_reset_steps"]),
+    ("video_frame_after_the_step", "evaluate.py",
+     "record_frames(frames, envs, next_obs, returns.isnan(), draw)\n            logits = agent.get_logits(next_obs)\n"
+     "            action = logits.argmax(-1) if args.greedy else Categorical(logits=logits).sample()\n"
      "            next_obs, _, _, _, infos = envs.step(action)\n",
      "pass\n            logits = agent.get_logits(next_obs)\n"
-     "            action = logits.argmax(-1) if args.eval_greedy else Categorical(logits=logits).sample()\n"
+     "            action = logits.argmax(-1) if args.greedy else Categorical(logits=logits).sample()\n"
      "            next_obs, _, _, _, infos = envs.step(action)\n"
-     "            record_frames(frames, envs, next_obs, returns.isnan())\n",
-     [f"{VIDEO}::test_squared_videos_show_each_decision"]),
-    ("video_recorded_past_the_episode", "p3o_atari.py", "record_frames(frames, envs, next_obs, returns.isnan())",
-     "record_frames(frames, envs, next_obs, torch.ones_like(returns, dtype=torch.bool))",
-     [f"{VIDEO}::test_squared_videos_show_each_decision", f"{VIDEO}::test_minatar_videos_show_each_decision"]),
-    ("video_identical_frames_merged", "p3o_atari.py", "ImageDraw.Draw(image).text(",
+     "            record_frames(frames, envs, next_obs, returns.isnan(), draw)\n",
+     [f"{EVALUATE}::test_squared_videos_show_each_decision"]),
+    ("video_recorded_past_the_episode", "evaluate.py", "record_frames(frames, envs, next_obs, returns.isnan(), draw)",
+     "record_frames(frames, envs, next_obs, torch.ones_like(returns, dtype=torch.bool), draw)",
+     [f"{EVALUATE}::test_squared_videos_show_each_decision", f"{EVALUATE}::test_minatar_videos_show_each_decision"]),
+    ("video_identical_frames_merged", "evaluate.py", "ImageDraw.Draw(image).text(",
      "0 and ImageDraw.Draw(image).text(",
-     [f"{VIDEO}::test_identical_pictures_stay_one_frame_each"]),
-    ("video_refusal_skipped", "p3o_ocean.py", "    if refusal:  # before any env or model is built", "    if False:",
-     [f"{VIDEO}::test_an_env_without_a_picture_is_refused_before_anything_is_built"]),
+     [f"{EVALUATE}::test_identical_pictures_stay_one_frame_each"]),
+    ("video_refusal_skipped", "evaluate.py", '    refuse(f"--capture-video draws', '    return None and refuse(f"--capture-video draws',
+     [f"{EVALUATE}::test_an_env_without_a_picture_is_refused_before_anything_is_built"]),
 ]
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+import evaluate
 import p3o_atari
 import p3o_ocean
 import ppo_baseline
@@ -294,9 +295,9 @@ def test_smoke_run_on_breakout(script, tmp_path):
     scores, returns = events.Scalars("charts/score"), events.Scalars("charts/episodic_return")
     assert [e.value for e in scores] == [e.value for e in returns]  # an Atari game's score is its raw return
 
-    # It plays whole games through EnvPool: --eval-checkpoint.
+    # It plays whole games through EnvPool: evaluate.py.
     assert checkpoint["iteration"] == 4 and checkpoint["envs"] is None  # EnvPool's emulators are not saved
-    result = module.evaluate(module.Args(eval_checkpoint=str(run_dir / "checkpoint.pt"), eval_episodes=2, eval_greedy=False))
+    result = evaluate.evaluate(evaluate.Args(str(run_dir / "checkpoint.pt"), episodes=2, greedy=False))
     assert result["episodes"] == 2 and result["env"] == "Breakout-v5"
     # two whole games' raw scores (bricks are worth whole points), and a game's score is its return
     assert (2 * result["return"]).is_integer() and result["score"] == result["return"] and result["return_std"] == result["score_std"], result

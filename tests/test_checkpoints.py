@@ -1,7 +1,6 @@
-"""Runs a researcher can trust, in all three scripts: atomic checkpoints, an exact --resume, --eval-checkpoint,
-guards against non-finite numbers, and hostile input refused with a message that says what to change."""
+"""Runs a researcher can trust, in all three scripts: atomic checkpoints, an exact --resume, guards against non-finite
+numbers, and hostile input refused with a message that says what to change (evaluate.py's: test_evaluate.py)."""
 import math
-import os
 import shutil
 import signal
 import subprocess
@@ -185,88 +184,6 @@ def test_sigkill_while_checkpointing_then_resume(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# --eval-checkpoint
-# ---------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_eval_checkpoint(script, tmp_path, monkeypatch, capsys):
-    module, env_id = SCRIPTS[script]
-    monkeypatch.chdir(tmp_path)
-    module.train(tiny_args(script, total_timesteps=128 * 2, **({"clock": True} if "clock" in module.Args.__dataclass_fields__ else {})))
-    path = str(the_run(tmp_path) / "checkpoint.pt")
-    for greedy in (False, True):
-        result = module.evaluate(module.Args(eval_checkpoint=path, eval_episodes=6, eval_greedy=greedy))
-        assert result["episodes"] == 6 and result["env"] == env_id
-        assert 0.0 <= result["score"] <= 1.0 and math.isfinite(result["return_std"])
-    assert "6 episodes, greedy policy" in capsys.readouterr().out
-    # A checkpoint written before a training flag existed still plays (only --resume refuses it).
-    older = tmp_path / "older.pt"
-    state = torch.load(path, weights_only=True)
-    torch.save({**state, "args": {name: value for name, value in state["args"].items() if name != "learning_rate"}}, older)
-    assert module.evaluate(module.Args(eval_checkpoint=str(older), eval_episodes=6))["episodes"] == 6
-
-
-def test_eval_checkpoint_from_the_command_line(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    p3o_ocean.train(p3o_ocean.Args(env_id="delay", delay=2, **TINY, total_timesteps=256))
-    (path,) = tmp_path.glob("runs/*/checkpoint.pt")
-    run = run_script(ROOT / "p3o_ocean.py", "--eval-checkpoint", path, "--eval-episodes", "3", cwd=tmp_path)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "delay: 3 episodes, sampled policy" in run.stdout and "return" in run.stdout
-    assert len(list((tmp_path / "runs").iterdir())) == 1  # evaluation starts no run
-
-
-def cue_following_checkpoints(script, tmp_path, *sharpnesses):
-    """Delay checkpoints (D = 2) whose policy is set by hand: the trunk passes the cue's sign through two tanh units
-    (x0 - x1 -> +-0.995), and the actor's logits are +-sharpness times it, so the policy plays the cue with
-    probability sigmoid(2 * 0.995 * sharpness) (sharpness < 0: against the cue). Returns their paths, one a sharpness."""
-    module, bandit = SCRIPTS[script]
-    run = tmp_path / f"train_{script}"
-    run.mkdir()
-    cwd = os.getcwd()
-    os.chdir(run)
-    try:
-        result = module.train(module.Args(env_id=bandit.replace("bandit", "delay"), delay=2, **{**TINY, "update_epochs": 1}, total_timesteps=128))
-    finally:
-        os.chdir(cwd)
-    state = torch.load(run / "runs" / result["run"] / "checkpoint.pt", weights_only=True)
-    paths = []
-    for sharpness in sharpnesses:
-        model = {name: torch.zeros_like(value) for name, value in state["model"].items()}  # every weight, bias (and clock table) 0
-        model["network.0.weight"][0] = torch.tensor([3.0, -3.0])
-        model["network.2.weight"][0, 0] = 3.0
-        model["actor.weight"][:, 0] = torch.tensor([sharpness, -sharpness])
-        paths.append(str(tmp_path / f"{script}_{sharpness}.pt"))
-        torch.save({**state, "model": model}, paths[-1])
-    return paths
-
-
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_eval_plays_the_checkpoints_policy(script, tmp_path):
-    """--eval-checkpoint plays the checkpoint's own policy: on delay (64 scored decisions, 1 per correct one, score =
-    max(0, 2 accuracy - 1)), one that follows the cue scores 1 (return 64) when greedy, one that plays against it 0
-    (return 0), and one that follows it 9 times in 10 returns ~57.6, every episode above 32, so the mean score is
-    exactly 2 * return / 64 - 1. A freshly initialised policy would play near chance (return ~32)."""
-    module, _ = SCRIPTS[script]
-    follows, against, mostly = cue_following_checkpoints(script, tmp_path, 20.0, -20.0, math.log(9) / (2 * math.tanh(3 * math.tanh(3))))
-    result = module.evaluate(module.Args(eval_checkpoint=follows, eval_episodes=8, eval_greedy=True))
-    assert (result["return"], result["score"], result["return_std"]) == (64.0, 1.0, 0.0), result
-    result = module.evaluate(module.Args(eval_checkpoint=against, eval_episodes=8, eval_greedy=True))
-    assert (result["return"], result["score"]) == (0.0, 0.0), result
-    result = module.evaluate(module.Args(eval_checkpoint=mostly, eval_episodes=32))
-    assert 55.0 < result["return"] < 60.5 and result["return_std"] > 0, result  # Binomial(64, 0.9): 57.6 +- 2.4 an episode
-    assert result["score"] == pytest.approx(2 * result["return"] / 64 - 1, abs=1e-5)
-    assert result["score_std"] == pytest.approx(2 * result["return_std"] / 64, abs=1e-5)
-
-
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_eval_plays_the_checkpoints_policy_from_the_command_line(script, tmp_path):
-    (follows,) = cue_following_checkpoints(script, tmp_path, 20.0)
-    run = run_script(ROOT / script, "--eval-checkpoint", follows, "--eval-episodes", "4", "--eval-greedy", cwd=tmp_path)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "4 episodes, greedy policy" in run.stdout and "return 64.000 +- 0.000, score 1.000 +- 0.000" in run.stdout, run.stdout
-
-
-# ---------------------------------------------------------------------------------------------------------
 # Numerical guards
 # ---------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -396,7 +313,7 @@ def test_claiming_a_run_folder_is_race_free(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-@pytest.mark.parametrize("flags, message", [(dict(save_interval=-1), "--save-interval must be >= 0"), (dict(eval_episodes=0), "--eval-episodes must be >= 1")])
+@pytest.mark.parametrize("flags, message", [(dict(save_interval=-1), "--save-interval must be >= 0")])
 def test_bad_checkpoint_flags(script, flags, message, capsys):
     module, _ = SCRIPTS[script]
     with pytest.raises(SystemExit) as exit_info:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+import evaluate
 import p3o_atari
 import ppo_baseline
 
@@ -87,7 +88,7 @@ def test_a_missing_optional_package_is_named(script, monkeypatch, capsys):
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_minatar_trains_resumes_and_evaluates(script, tmp_path, monkeypatch, capsys):
     """A few thousand steps of MinAtar Breakout: the run finishes games, writes a checkpoint that resumes (with new
-    episodes, said in one line) and that --eval-checkpoint plays."""
+    episodes, said in one line) and that evaluate.py plays."""
     module = SCRIPTS[script]
     monkeypatch.chdir(tmp_path)
     args = module.Args(env_id="MinAtar/Breakout-v1", num_envs=4, num_steps=32, num_minibatches=2, update_epochs=1, total_timesteps=4 * 32 * 4, save_interval=2, progress=False)
@@ -101,5 +102,5 @@ def test_minatar_trains_resumes_and_evaluates(script, tmp_path, monkeypatch, cap
     resumed = module.train(module.Args(**checkpoint["args"]), checkpoint)
     assert resumed["steps"] == 4 * 32 * 6
     assert "resumed at iteration 4, step 512 with new episodes (this env's state cannot be saved)" in capsys.readouterr().out
-    evaluation = module.evaluate(module.Args(eval_checkpoint=str(path), eval_episodes=3))
+    evaluation = evaluate.evaluate(evaluate.Args(str(path), episodes=3))
     assert evaluation["episodes"] == 3 and evaluation["env"] == "MinAtar/Breakout-v1"

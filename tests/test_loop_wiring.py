@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import evaluate
 import p3o_atari
 import p3o_ocean
 import ppo_baseline
@@ -175,7 +176,7 @@ def test_ppo_solves_an_easy_ocean_env(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = ppo_baseline.train(ppo_baseline.Args(env_id="ocean/delay", delay=1, num_envs=32, num_steps=32, num_minibatches=2, update_epochs=4, learning_rate=1e-2, total_timesteps=65_536, progress=False))
     assert result["score"] >= 0.9, result
-    played = ppo_baseline.evaluate(ppo_baseline.Args(eval_checkpoint=str(tmp_path / "runs" / result["run"] / "checkpoint.pt"), eval_episodes=64))
+    played = evaluate.evaluate(evaluate.Args(str(tmp_path / "runs" / result["run"] / "checkpoint.pt"), episodes=64))
     assert played["score"] >= 0.9, played
 
 

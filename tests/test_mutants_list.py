@@ -7,7 +7,7 @@ from mutants import MUTANTS, snippet_problems
 def test_every_mutant_still_applies():
     assert snippet_problems() == []
     assert len(MUTANTS) >= 12
-    assert {"ocean_tie_gate_inverted", "ocean_value_window_off_by_one", "atari_nll_log_sigma_sign", "ocean_evaluate_ignores_the_weights"} <= {m[0] for m in MUTANTS}
+    assert {"ocean_tie_gate_inverted", "ocean_value_window_off_by_one", "atari_nll_log_sigma_sign", "evaluate_ignores_the_weights", "video_refusal_skipped"} <= {m[0] for m in MUTANTS}
 
 
 def test_the_check_finds_a_stale_snippet(tmp_path):
