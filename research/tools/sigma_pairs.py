@@ -24,7 +24,7 @@ SHOWN = (0, 4, 16, 32, 64, 96, 112, 120, 127)
 def sigma_pairs(checkpoint_path, rollouts, num_envs=None, seed=7):
     """Per offset: kept pairs, known zeros among them, and the fitted sigma over all kept pairs and over the pairs
     inside the episode; with the checkpoint's learned sigma beside them. Returns a dict of [H] tensors."""
-    checkpoint = p3o_atari.load_checkpoint(str(checkpoint_path), "sigma_pairs.py")  # as --eval-checkpoint reads one
+    checkpoint = p3o_atari.load_checkpoint(str(checkpoint_path), "sigma_pairs.py")  # as --resume reads one
     run_args = p3o_atari.Args(**checkpoint["args"])
     args = replace(run_args, seed=seed, num_envs=num_envs or run_args.num_envs)
     envs = p3o_atari.make_envs(args, torch.device("cpu"))
