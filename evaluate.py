@@ -121,7 +121,8 @@ def load(path):
 
 
 def import_script(name):
-    """The script `name`, a file beside this one, as a module (the one the tests import, where they have)."""
+    """The script `name`, a file beside this one, as a module: the one already imported where it is, so that
+    p3o_atari.py's Ocean envs are p3o_ocean.py's own."""
     here = str(Path(__file__).resolve().parent)
     if here not in sys.path:
         sys.path.insert(0, here)
