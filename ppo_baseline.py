@@ -11,6 +11,7 @@
     tensorboard --logdir runs
 """
 import difflib
+import importlib
 import os
 import random
 import sys
@@ -63,7 +64,8 @@ class Args:
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
-    """an EnvPool Atari id, a discrete-action Gymnasium id (MinAtar/Breakout-v1, CartPole-v1) or ocean/NAME"""
+    """an EnvPool Atari id, a discrete-action Gymnasium id (MinAtar/Breakout-v1, CartPole-v1; your own env as
+    module.path:EnvName-v0, the module registering it) or ocean/NAME"""
     total_timesteps: int = 10000000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4
@@ -610,9 +612,12 @@ class GymnasiumEnvs:
 
 
 def import_gymnasium(env_id):
-    """Gymnasium, with MinAtar's games registered where the id asks for them (the package `minatar`)."""
+    """Gymnasium, with the envs the id asks for registered: MinAtar's games (the package `minatar`), or those of the
+    module an id `module.path:EnvName-v0` names, which registers them when imported (as gym.make does it)."""
     import gymnasium as gym
 
+    if ":" in env_id:
+        importlib.import_module(env_id.split(":")[0])
     if env_id.startswith("MinAtar/"):
         import logging
 
@@ -861,12 +866,16 @@ def unknown_env_id(env_id, known):
 def gymnasium_errors(env_id):
     """Why a Gymnasium id cannot train here, or []: an unknown id, a missing package, an action space that is not
     discrete, an observation no network fits. It builds one env, not the vector env, to read its spaces."""
+    module = env_id.split(":")[0] if ":" in env_id else None
     try:
         gym = import_gymnasium(env_id)
-        if env_id not in gym.registry:
+        if env_id.split(":")[-1] not in gym.registry:
             return [unknown_env_id(env_id, atari_ids() + list(gym.registry))]
         env = gym.make(env_id)
-    except ImportError as error:  # gymnasium, minatar, or what an env's entry point imports (ale_py, box2d, ...)
+    except ImportError as error:  # gymnasium, minatar, the id's module, what an env's entry point imports (ale_py, ...)
+        if module is not None and error.name is not None and f"{module}.".startswith(f"{error.name}."):
+            return [f"--env-id {env_id!r}: no module {module!r} to import ({error}): run from the folder that holds "
+                    "it, or add that folder to PYTHONPATH"]
         package = (error.name or "?").split(".")[0]
         return [f"--env-id {env_id!r} needs the package {package!r}, which is missing ({error}): "
                 f"pip install -r requirements.txt, or pip install {package}"]
