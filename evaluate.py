@@ -52,7 +52,7 @@ def evaluate(args):
     draw = drawing(checkpoint["script"], script, run_args.env_id) if args.capture_video else None  # or refuse
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     torch.manual_seed(args.seed)
-    envs, agent, next_obs = build(checkpoint["script"], script, run_args, args.episodes, args.seed, device)
+    envs, agent, next_obs = build(script, run_args, args.episodes, args.seed, device)
     agent.load_state_dict(checkpoint["model"])
     returns = torch.full((args.episodes,), float("nan"), device=device)
     scores = returns.clone()
@@ -129,13 +129,9 @@ def import_script(name):
     return importlib.import_module(name[: -len(".py")])
 
 
-def build(name, script, run_args, num_envs, seed, device):
+def build(script, run_args, num_envs, seed, device):
     """The envs, the agent and the first observations, as the script's train() builds them, with num_envs envs
     seeded from seed."""
-    if name == "p3o_ocean.py":  # an Ocean env by name, and an MLP of --hidden-size
-        envs = script.OCEAN_ENVS[run_args.env_id](num_envs, device=device, seed=seed, **script.env_options(run_args))
-        agent = script.Agent(envs.obs_dim, envs.num_actions, run_args.hidden_size, run_args.horizon, run_args.clock)
-        return envs, agent.to(device), envs.reset()
     envs = script.make_envs(replace(run_args, num_envs=num_envs, seed=seed), device)
     next_obs = envs.reset()
     return envs, script.Agent(tuple(next_obs.shape[1:]), envs.num_actions, run_args).to(device), next_obs

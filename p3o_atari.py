@@ -13,6 +13,7 @@
     tensorboard --logdir runs
 """
 import difflib
+import importlib
 import math
 import os
 import random
@@ -58,7 +59,8 @@ class Args:
 
     # Algorithm specific arguments
     env_id: str = "Breakout-v5"
-    """an EnvPool Atari id, a discrete-action Gymnasium id (MinAtar/Breakout-v1, CartPole-v1) or ocean/NAME"""
+    """an EnvPool Atari id, a discrete-action Gymnasium id (MinAtar/Breakout-v1, CartPole-v1; your own env as
+    module.path:EnvName-v0, the module registering it) or ocean/NAME"""
     total_timesteps: int = 10000000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4
@@ -225,6 +227,21 @@ def log_weight_curve(writer, sigma, global_step):
         sum=float((offsets * weights).sum()), sum_squares=float((offsets**2 * weights).sum()),
         bucket_limits=(offsets + 1).tolist(), bucket_counts=weights.tolist(), global_step=global_step,
     )
+
+
+def log_p3o_statistics(writer, global_step, window_explained_var, value_nll, window_loss, window_var, advantages, real,
+                       keep, agent, sigma):
+    """P3O's tags beside PPO's: how well mu's window sums are predicted, the value NLL and the window loss, the
+    advantage's size over the real decisions, the tied offsets, the learned spreads and the weight curve."""
+    writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
+    writer.add_scalar("losses/value_nll", value_nll.item(), global_step)
+    writer.add_scalar("losses/window_loss", window_loss.item(), global_step)
+    writer.add_scalar("losses/window_var", window_var.item(), global_step)
+    writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
+    writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
+    writer.add_scalar("charts/tied_offsets", keep.sum().item(), global_step)
+    writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
+    log_weight_curve(writer, sigma, global_step)
 
 
 def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
@@ -402,7 +419,8 @@ def explained_variance(y, residual, mask):
 
 
 def train(args, checkpoint=None):
-    """Train on one env, or continue a checkpoint's run; returns the mean return of the last 20 games and the SPS."""
+    """Train on one env, or continue a checkpoint's run; returns its score (of the games that ended in its last tenth
+    of iterations), the mean return of its last 20 games and the SPS."""
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = max(1, args.total_timesteps // args.batch_size)
@@ -416,16 +434,7 @@ def train(args, checkpoint=None):
     # a new run never writes into another run's folder; a resumed one continues its own
     run_name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_name = checkpoint["run_name"] if checkpoint else claim_run_folder(run_name) if rank == 0 else None
-    if args.track and rank == 0:
-        import wandb
-
-        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=vars(args),
-                   name=run_name, save_code=True)
-    # A resumed run drops the events its previous life logged after the checkpoint, and the curve continues.
-    purge_step = checkpoint["global_step"] + 1 if checkpoint else None
-    writer = SummaryWriter(f"runs/{run_name}", purge_step=purge_step) if rank == 0 else NoWriter()
-    table = "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])
-    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n%s" % table)
+    writer = open_writer(args, run_name, checkpoint, rank)
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -471,49 +480,17 @@ def train(args, checkpoint=None):
     # TRY NOT TO MODIFY: start the game
     global_step, start_iteration = 0, 1
     next_valid = torch.ones(num_envs, device=device)
-    avg_returns, avg_scores = deque(maxlen=20), deque(maxlen=20)
-    if checkpoint:  # continue where the checkpoint left: same parameters and random numbers (and envs, but Atari's)
-        agent.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        own = checkpoint if rank == 0 else checkpoint["ranks"][rank - 1]  # torchrun: this rank's envs and RNG
-        if own["envs"] is not None:
-            envs.load_state_dict(own["envs"])
-            next_obs, next_valid = own["next_obs"].to(device), own["next_valid"].to(device)
-        avg_returns.extend(checkpoint["history"][0])
-        avg_scores.extend(checkpoint["history"][1])
-        global_step, start_iteration = checkpoint["global_step"], checkpoint["iteration"] + 1
-        set_rng_state(own["rng"])
-        if rank == 0:
-            fresh = "" if checkpoint["envs"] is not None else " with new episodes (this env's state cannot be saved)"
-            print(f"{args.env_id}: resumed at iteration {checkpoint['iteration']}, step {global_step:,}{fresh}",
-                  flush=True)
+    # the last 20 games' returns (CleanRL's average), and each iteration's sum and count of its games' scores
+    avg_returns, iteration_scores = deque(maxlen=20), []
+    if checkpoint:  # continue where it left: same parameters and random numbers (and envs, but Atari's, Gymnasium's)
+        global_step, start_iteration, next_obs, next_valid = resume(checkpoint, rank, agent, optimizer, envs, next_obs,
+                                                                    next_valid, avg_returns, iteration_scores)
     start_time, start_step = time.time(), global_step
     timer = PhaseTimer(device)
 
-    def snapshot(iteration, global_step):
-        """A checkpoint's content: what --resume needs to continue the run after `iteration`. Every rank calls it: the
-        envs and random numbers of ranks 1, 2, ... (torchrun) go under "ranks", on the CPU."""
-        def on_cpu(value):  # what travels between ranks travels on the CPU
-            if isinstance(value, dict):
-                return {key: on_cpu(item) for key, item in value.items()}
-            return value.cpu() if torch.is_tensor(value) else value
-
-        own = {"envs": envs.state_dict(), "next_obs": next_obs, "next_valid": next_valid, "rng": rng_state()}
-        others = all_gather(on_cpu(own))[1:]
-        return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration,
-                "global_step": global_step,
-                "model": agent.state_dict(), "optimizer": optimizer.state_dict(), **own,
-                "history": [list(avg_returns), list(avg_scores)], "ranks": others}
-
-    def stop_nonfinite(what):
-        """No silent NaN training: keep the last good parameters (this iteration's update stopped before they
-        changed) in crash.pt, resumable from this iteration's rollout, and exit non-zero."""
-        path, state = f"runs/{run_name}/crash.pt", snapshot(iteration - 1, global_step - args.batch_size)
-        if rank == 0:
-            save_checkpoint(path, state)
-        writer.close()
-        sys.exit(f"{Path(__file__).name}: error: non-finite {what} at iteration {iteration}, step {global_step:,}; "
-                 f"the update stopped; last good state: {path}")
+    def snapshot(iteration, global_step):  # what --resume needs to continue the run after `iteration` (every rank)
+        return checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, envs, next_obs, next_valid,
+                                [list(avg_returns), iteration_scores])
 
     for iteration in range(start_iteration, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
@@ -571,7 +548,8 @@ def train(args, checkpoint=None):
         # end P3O
         bad = first_nonfinite(rewards=rewards, advantages=advantages)
         if bad:
-            stop_nonfinite(f"{bad} in the advantage")
+            stop_nonfinite(f"{bad} in the advantage", snapshot(iteration - 1, global_step - args.batch_size), writer,
+                           rank)
         timer.lap("advantage")
 
         # flatten the batch
@@ -664,7 +642,8 @@ def train(args, checkpoint=None):
                 grad_norms += [grad_norm]
                 bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
                 if bad:
-                    stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // minibatch_size})")
+                    stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // minibatch_size})",
+                                   snapshot(iteration - 1, global_step - args.batch_size), writer, rank)
                 optimizer.step()
                 # P3O: the clock's table follows what mu still misses on these decisions
                 if agent.clock_table is not None:
@@ -695,7 +674,7 @@ def train(args, checkpoint=None):
             finished = list(zip(*[x[ended].tolist() for x in (episode_returns, episode_lengths, episode_scores)]))
             finished = sum(all_gather(finished), [])  # torchrun: every rank's games
         avg_returns.extend(episode_return for episode_return, _, _ in finished)
-        avg_scores.extend(score for _, _, score in finished)
+        iteration_scores.append((sum(score for _, _, score in finished), len(finished)))
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))
@@ -715,23 +694,13 @@ def train(args, checkpoint=None):
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         # P3O: how well mu's window sums are predicted, the value NLL, the advantage's size, and the weight curve
-        writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
-        writer.add_scalar("losses/value_nll", value_nll.item(), global_step)
-        writer.add_scalar("losses/window_loss", window_loss.item(), global_step)
-        writer.add_scalar("losses/window_var", window_var.item(), global_step)
-        writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
-        writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
-        writer.add_scalar("charts/tied_offsets", keep.sum().item(), global_step)
-        writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
-        log_weight_curve(writer, sigma, global_step)
+        log_p3o_statistics(writer, global_step, window_explained_var, value_nll, window_loss, window_var, advantages,
+                           real, keep, agent, sigma)
         # end P3O
         for phase, seconds in timer.totals.items():
             writer.add_scalar(f"perf/{phase}_fraction", seconds / max(timer.total, 1e-9), global_step)
         if args.progress and rank == 0:
-            recent = np.mean(avg_returns) if avg_returns else float("nan")
-            eta = (args.num_iterations - iteration) * (time.time() - start_time) / (iteration - start_iteration + 1)
-            line = f"step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | return {recent:.2f}"
-            show_progress(f"{args.env_id}: {line} | ETA {eta:.0f}s", iteration, args.num_iterations)
+            show_progress(args, global_step, sps, avg_returns, iteration, start_iteration, start_time)
         timer.lap("log")
         if args.save_interval and (iteration % args.save_interval == 0 or iteration == args.num_iterations):
             state = snapshot(iteration, global_step)  # every rank: it gathers the ranks' envs
@@ -739,12 +708,15 @@ def train(args, checkpoint=None):
                 save_checkpoint(f"runs/{run_name}/checkpoint.pt", state)
             timer.lap("checkpoint")
 
-    writer.close()
-    if args.track and rank == 0:
-        wandb.finish()
-    mean_return, mean_score = (float(np.mean(games)) if games else float("nan") for games in (avg_returns, avg_scores))
+    close_writer(writer, args, rank)
+    # the run's score: of the games that ended in its last tenth of iterations (at least its last one)
+    last = iteration_scores[-max(1, len(iteration_scores) // 10) :]
+    games = sum(count for _, count in last)
+    score = sum(total for total, _ in last) / games if games else float("nan")
+    solved = None if envs.solved_score is None else score >= envs.solved_score  # the Ocean envs' bar
+    mean_return = float(np.mean(avg_returns)) if avg_returns else float("nan")
     sps = int((global_step - start_step) / (time.time() - start_time))
-    return {"env": args.env_id, "return": mean_return, "score": mean_score, "episodes": len(avg_returns),
+    return {"env": args.env_id, "score": score, "solved": solved, "return": mean_return, "episodes": len(avg_returns),
             "steps": global_step, "SPS": sps, "phases": dict(timer.totals), "run": run_name}
 
 
@@ -775,6 +747,7 @@ class AtariEnvs:
 
     # EnvPool spends the step after a done on the reset: that step ignores its action and pays 0.
     autoreset_next_step = True
+    solved_score = None  # no score marks a game solved
 
     def __init__(self, env_id, num_envs, device, seed):
         import envpool
@@ -818,6 +791,7 @@ class GymnasiumEnvs:
     Grids and images come height x width x channels and are handed on channels first, as EnvPool's frames are."""
 
     autoreset_next_step = True
+    solved_score = None
 
     def __init__(self, env_id, num_envs, device, seed):
         gym = import_gymnasium(env_id)
@@ -862,9 +836,12 @@ class GymnasiumEnvs:
 
 
 def import_gymnasium(env_id):
-    """Gymnasium, with MinAtar's games registered where the id asks for them (the package `minatar`)."""
+    """Gymnasium, with the envs the id asks for registered: MinAtar's games (the package `minatar`), or those of the
+    module an id `module.path:EnvName-v0` names, which registers them when imported (as gym.make does it)."""
     import gymnasium as gym
 
+    if ":" in env_id:
+        importlib.import_module(env_id.split(":")[0])
     if env_id.startswith("MinAtar/"):
         import logging
 
@@ -940,6 +917,30 @@ class NoWriter:
         return lambda *args, **kwargs: None
 
 
+def open_writer(args, run_name, checkpoint, rank):
+    """Rank 0's TensorBoard writer, synced to Weights and Biases with --track, the run's args in its text tab. A
+    resumed run drops the events its previous life logged after the checkpoint, so the curve continues."""
+    if rank > 0:
+        return NoWriter()
+    if args.track:
+        import wandb
+
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=vars(args),
+                   name=run_name, save_code=True)
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
+    table = "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n%s" % table)
+    return writer
+
+
+def close_writer(writer, args, rank):
+    writer.close()
+    if args.track and rank == 0:
+        import wandb
+
+        wandb.finish()
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Checkpoints and refusals: a run killed at any moment loses at most one --save-interval; bad input stops
 # before any env or device is touched
@@ -976,6 +977,55 @@ def claim_run_folder(run_name):
         except FileExistsError:
             copy += 1
             name = f"{run_name}-{copy}"
+
+
+def checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, envs, next_obs, next_valid,
+                     history):
+    """A checkpoint's content: what --resume needs to continue the run after `iteration`. Every rank calls it: the
+    envs and random numbers of ranks 1, 2, ... (torchrun) go under "ranks", on the CPU."""
+    def on_cpu(value):  # what travels between ranks travels on the CPU
+        if isinstance(value, dict):
+            return {key: on_cpu(item) for key, item in value.items()}
+        return value.cpu() if torch.is_tensor(value) else value
+
+    own = {"envs": envs.state_dict(), "next_obs": next_obs, "next_valid": next_valid, "rng": rng_state()}
+    others = all_gather(on_cpu(own))[1:]
+    return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration,
+            "global_step": global_step, "model": agent.state_dict(), "optimizer": optimizer.state_dict(), **own,
+            "history": history, "ranks": others}
+
+
+def resume(checkpoint, rank, agent, optimizer, envs, next_obs, next_valid, avg_returns, iteration_scores):
+    """Load a checkpoint into the run: the parameters, the optimizer, the games' history, this rank's random numbers
+    and, where they could be saved (the Ocean envs'), its envs. Returns the step and iteration it continues from, and
+    the envs' next observation and validity."""
+    agent.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    own = checkpoint if rank == 0 else checkpoint["ranks"][rank - 1]  # torchrun: this rank's envs and RNG
+    if own["envs"] is not None:
+        envs.load_state_dict(own["envs"])
+        next_obs, next_valid = own["next_obs"].to(next_obs.device), own["next_valid"].to(next_obs.device)
+    avg_returns.extend(checkpoint["history"][0])
+    # (score sum, games) an iteration; a checkpoint written before kept its last 20 games' scores, a game an entry
+    iteration_scores.extend(tuple(entry) if isinstance(entry, (list, tuple)) else (entry, 1)
+                            for entry in checkpoint["history"][1])
+    set_rng_state(own["rng"])
+    if rank == 0:
+        fresh = "" if checkpoint["envs"] is not None else " with new episodes (this env's state cannot be saved)"
+        print(f"{checkpoint['args']['env_id']}: resumed at iteration {checkpoint['iteration']}, step "
+              f"{checkpoint['global_step']:,}{fresh}", flush=True)
+    return checkpoint["global_step"], checkpoint["iteration"] + 1, next_obs, next_valid
+
+
+def stop_nonfinite(what, state, writer, rank):
+    """No silent NaN training: keep the last good state (this iteration's update stopped before the parameters
+    changed) in crash.pt, resumable from this iteration's rollout, and exit non-zero."""
+    path, iteration = f"runs/{state['run_name']}/crash.pt", state["iteration"] + 1
+    if rank == 0:
+        save_checkpoint(path, state)
+    writer.close()
+    sys.exit(f"{Path(__file__).name}: error: non-finite {what} at iteration {iteration}, step "
+             f"{state['global_step'] + state['args']['batch_size']:,}; the update stopped; last good state: {path}")
 
 
 CHECKPOINT_KEYS = ("script", "args", "run_name", "iteration", "global_step", "model", "optimizer", "envs", "next_obs",
@@ -1044,12 +1094,16 @@ def unknown_env_id(env_id, known):
 def gymnasium_errors(env_id):
     """Why a Gymnasium id cannot train here, or []: an unknown id, a missing package, an action space that is not
     discrete, an observation no network fits. It builds one env, not the vector env, to read its spaces."""
+    module = env_id.split(":")[0] if ":" in env_id else None
     try:
         gym = import_gymnasium(env_id)
-        if env_id not in gym.registry:
+        if env_id.split(":")[-1] not in gym.registry:
             return [unknown_env_id(env_id, atari_ids() + list(gym.registry))]
         env = gym.make(env_id)
-    except ImportError as error:  # gymnasium, minatar, or what an env's entry point imports (ale_py, box2d, ...)
+    except ImportError as error:  # gymnasium, minatar, the id's module, what an env's entry point imports (ale_py, ...)
+        if module is not None and error.name is not None and f"{module}.".startswith(f"{error.name}."):
+            return [f"--env-id {env_id!r}: no module {module!r} to import ({error}): run from the folder that holds "
+                    "it, or add that folder to PYTHONPATH"]
         package = (error.name or "?").split(".")[0]
         return [f"--env-id {env_id!r} needs the package {package!r}, which is missing ({error}): "
                 f"pip install -r requirements.txt, or pip install {package}"]
@@ -1136,12 +1190,16 @@ class PhaseTimer:
         self.last = now
 
 
-def show_progress(line, iteration, num_iterations):
-    """One line, rewritten in place on a terminal; on a pipe (CI, nohup) a line every tenth of the run."""
-    done = iteration == num_iterations
+def show_progress(args, global_step, sps, avg_returns, iteration, start_iteration, start_time):
+    """Steps, SPS, the mean return of the last 20 games and the ETA in one line, rewritten in place on a terminal; on
+    a pipe (CI, nohup) a line every tenth of the run."""
+    recent = np.mean(avg_returns) if avg_returns else float("nan")
+    eta = (args.num_iterations - iteration) * (time.time() - start_time) / (iteration - start_iteration + 1)
+    line = f"step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | return {recent:.2f}"
+    line, done = f"{args.env_id}: {line} | ETA {eta:.0f}s", iteration == args.num_iterations
     if sys.stderr.isatty():
         print("\r" + line.ljust(100), end="\n" if done else "", file=sys.stderr, flush=True)
-    elif done or iteration % max(1, num_iterations // 10) == 0:
+    elif done or iteration % max(1, args.num_iterations // 10) == 0:
         print(line, file=sys.stderr, flush=True)
 
 

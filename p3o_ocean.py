@@ -1,7 +1,8 @@
 # P3O on the Ocean suite: small vectorised PyTorch environments that train in seconds to minutes.
 # The algorithm is docs/algorithm.md: PPO with GAE replaced by a multi-horizon Gaussian value head and a
 # precision-weighted advantage (kernels/advantage.cu on a GPU, its PyTorch twin `p3o_advantage` elsewhere).
-# The maths, the agent and train are p3o_atari.py's; the Ocean envs and the plumbing are below train.
+# The maths and train are p3o_atari.py's, text for text; the Ocean envs (make_envs) and the plumbing are below
+# train.
 """Usage:
     python p3o_ocean.py                                  # the whole suite in sequence, then a table
     python p3o_ocean.py --env-id delay --delay 32        # one env
@@ -15,6 +16,7 @@ import os
 import random
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Optional
@@ -120,6 +122,10 @@ class Args:
     num_iterations: int = 0
     """the number of iterations (computed in runtime)"""
 
+    def __post_init__(self):  # --total-timesteps 0: the env's own budget (with `all`, each env's as train meets it)
+        if self.total_timesteps == 0 and self.env_id in OCEAN_ENVS:
+            self.total_timesteps = OCEAN_ENVS[self.env_id].default_timesteps
+
 
 # ---------------------------------------------------------------------------------------------------------
 # ALGO LOGIC
@@ -224,6 +230,21 @@ def log_weight_curve(writer, sigma, global_step):
     )
 
 
+def log_p3o_statistics(writer, global_step, window_explained_var, value_nll, window_loss, window_var, advantages, real,
+                       keep, agent, sigma):
+    """P3O's tags beside PPO's: how well mu's window sums are predicted, the value NLL and the window loss, the
+    advantage's size over the real decisions, the tied offsets, the learned spreads and the weight curve."""
+    writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
+    writer.add_scalar("losses/value_nll", value_nll.item(), global_step)
+    writer.add_scalar("losses/window_loss", window_loss.item(), global_step)
+    writer.add_scalar("losses/window_var", window_var.item(), global_step)
+    writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
+    writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
+    writer.add_scalar("charts/tied_offsets", keep.sum().item(), global_step)
+    writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
+    log_weight_curve(writer, sigma, global_step)
+
+
 def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
     """The P3O advantage: A[t, n] = sum_j w[j] * (y[t, n, j] - mu[t, n, j]), w = omega / max(omega), with
     omega[j] = 1 / sigma[j]^2 the precision of the prediction j steps ahead (sigma clamped to [e^-10, e^10], the range
@@ -301,21 +322,21 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    def __init__(self, obs_dim, num_actions, hidden_size, horizon, clock=False):
+    def __init__(self, obs_shape, num_actions, args):
         super().__init__()
         self.network = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, hidden_size)),
+            layer_init(nn.Linear(obs_shape[0], args.hidden_size)),
             nn.Tanh(),
-            layer_init(nn.Linear(hidden_size, hidden_size)),
+            layer_init(nn.Linear(args.hidden_size, args.hidden_size)),
             nn.Tanh(),
         )
-        self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
+        self.actor = layer_init(nn.Linear(args.hidden_size, num_actions), std=0.01)
         # P3O: mu[j] predicts the reward j steps ahead; one learned spread per offset, shared by all states.
         # Zero weights, so every offset starts at mu = 0 whatever H (an orthogonal init's rows shrink as H grows).
-        self.critic = layer_init(nn.Linear(hidden_size, horizon), std=0)
-        self.log_sigma = nn.Parameter(torch.zeros(horizon))
+        self.critic = layer_init(nn.Linear(args.hidden_size, args.horizon), std=0)
+        self.log_sigma = nn.Parameter(torch.zeros(args.horizon))
         # --clock: c[s, j] added to mu[j] for a decision s steps into its episode (step_clock_table steps it)
-        self.register_buffer("clock_table", torch.zeros(CLOCK_ROWS, horizon) if clock else None)
+        self.register_buffer("clock_table", torch.zeros(CLOCK_ROWS, args.horizon) if args.clock else None)
 
     def get_value(self, x):
         return self.critic(self.network(x))
@@ -365,24 +386,22 @@ def explained_variance(y, residual, mask):
 
 
 def train(args, checkpoint=None):
-    """Train P3O on one Ocean env, or continue a checkpoint's run; returns the final score and throughput."""
-    env_class = OCEAN_ENVS[args.env_id]
-    args.total_timesteps = args.total_timesteps or env_class.default_timesteps
+    """Train on one env, or continue a checkpoint's run; returns its score (of the games that ended in its last tenth
+    of iterations), the mean return of its last 20 games and the SPS."""
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = max(1, args.total_timesteps // args.batch_size)
+    # torchrun (data parallel, as nanoGPT's train.py): rank r steps num_envs / world_size of the envs, seeded from seed
+    # + r x that share (EnvPool and Gymnasium seed env i with seed + i, so no two ranks' envs share a seed), and its
+    # minibatch i is its share of the global minibatch i: every statistic and the gradient are summed over the ranks
+    # (all_sum). Rank 0 alone logs, prints and saves. A plain run is rank 0 of 1.
+    rank, world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    num_envs, batch_size = args.num_envs // world_size, args.batch_size // world_size  # this rank's
+    minibatch_size = args.minibatch_size // world_size
     # a new run never writes into another run's folder; a resumed one continues its own
-    run_name = checkpoint["run_name"] if checkpoint else claim_run_folder(
-        f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}")
-    if args.track:
-        import wandb
-
-        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=vars(args),
-                   name=run_name, save_code=True)
-    # A resumed run drops the events its previous life logged after the checkpoint, and the curve continues.
-    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
-    table = "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])
-    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n%s" % table)
+    run_name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_name = checkpoint["run_name"] if checkpoint else claim_run_folder(run_name) if rank == 0 else None
+    writer = open_writer(args, run_name, checkpoint, rank)
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -391,59 +410,54 @@ def train(args, checkpoint=None):
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    advantage_fn, advantage_note = select_advantage(args.kernel, device)
 
-    # env setup: the envs live on the model's device, so observations never leave it
-    envs = env_class(args.num_envs, device=device, seed=args.seed, **env_options(args))
-    print(f"{args.env_id}: {advantage_note}; runs/{run_name}", flush=True)
+    # env setup
+    envs = make_envs(replace(args, num_envs=num_envs, seed=args.seed + rank * num_envs), device)
+    next_obs = envs.reset()
+    obs_shape = tuple(next_obs.shape[1:])
+    if rank == 0:
+        ranks = f" x {world_size} ranks" if world_size > 1 else ""
+        print(f"{args.env_id}: {Path(__file__).name} on {device.type}{ranks}; runs/{run_name}", flush=True)
 
-    agent = Agent(envs.obs_dim, envs.num_actions, args.hidden_size, args.horizon, args.clock).to(device)
+    agent = Agent(obs_shape, envs.num_actions, args).to(device)
+    if rank > 0:  # every rank built the same parameters from args.seed; from here on each draws its own random numbers
+        torch.manual_seed(args.seed + rank)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     # ALGO Logic: Storage setup
-    obs = torch.zeros((args.num_steps, args.num_envs, envs.obs_dim), device=device)
-    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
-    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
-    terminals = torch.zeros((args.num_steps, args.num_envs), device=device)
-    valid = torch.zeros((args.num_steps, args.num_envs), device=device)
-    mus = torch.zeros((args.num_steps, args.num_envs, args.horizon), device=device)
-    clocks = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)  # its episode step
-    entropies = torch.zeros((args.num_steps, args.num_envs), device=device)  # with the log-probs, the tie's score
+    obs = torch.zeros((args.num_steps, num_envs) + obs_shape, dtype=next_obs.dtype, device=device)
+    actions = torch.zeros((args.num_steps, num_envs), dtype=torch.long, device=device)
+    logprobs = torch.zeros((args.num_steps, num_envs), device=device)
+    rewards = torch.zeros((args.num_steps, num_envs), device=device)
+    terminals = torch.zeros((args.num_steps, num_envs), device=device)
+    valid = torch.zeros((args.num_steps, num_envs), device=device)
+    episode_returns = torch.zeros((args.num_steps, num_envs), device=device)
+    episode_lengths = torch.zeros((args.num_steps, num_envs), dtype=torch.int64, device=device)
+    episode_scores = torch.zeros((args.num_steps, num_envs), device=device)
+    # P3O: H predicted rewards per decision, and the advantage: the CUDA kernel, or the twin where there is no GPU
+    mus = torch.zeros((args.num_steps, num_envs, args.horizon), device=device)
+    clocks = torch.zeros((args.num_steps, num_envs), dtype=torch.long, device=device)  # each decision's episode step
+    entropies = torch.zeros((args.num_steps, num_envs), device=device)  # with the log-probs, the tie's score
     offsets = torch.arange(args.horizon, device=device)
+    advantage_fn, advantage_note = select_advantage(args.kernel, device)
+    if rank == 0:
+        print(advantage_note, flush=True)
+    # end P3O
 
     # TRY NOT TO MODIFY: start the game
     global_step, start_iteration = 0, 1
-    next_obs = envs.reset()
-    next_valid = torch.ones(args.num_envs, device=device)
-    final_scores = []  # (score sum, episode count) of the last iterations, for the final score
-    if checkpoint:  # continue exactly where the checkpoint left: same parameters, envs and random numbers
-        agent.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        envs.load_state_dict(checkpoint["envs"])
-        next_obs, next_valid = checkpoint["next_obs"].to(device), checkpoint["next_valid"].to(device)
-        final_scores = [tuple(entry) for entry in checkpoint["history"]]
-        global_step, start_iteration = checkpoint["global_step"], checkpoint["iteration"] + 1
-        set_rng_state(checkpoint["rng"])
-        print(f"{args.env_id}: resumed at iteration {checkpoint['iteration']}, step {global_step:,}", flush=True)
+    next_valid = torch.ones(num_envs, device=device)
+    # the last 20 games' returns (CleanRL's average), and each iteration's sum and count of its games' scores
+    avg_returns, iteration_scores = deque(maxlen=20), []
+    if checkpoint:  # continue where it left: same parameters and random numbers (and envs, but Atari's, Gymnasium's)
+        global_step, start_iteration, next_obs, next_valid = resume(checkpoint, rank, agent, optimizer, envs, next_obs,
+                                                                    next_valid, avg_returns, iteration_scores)
     start_time, start_step = time.time(), global_step
     timer = PhaseTimer(device)
 
-    def snapshot(iteration, global_step):
-        """A checkpoint's content: what --resume needs to continue the run after `iteration`."""
-        return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration,
-                "global_step": global_step,
-                "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "envs": envs.state_dict(),
-                "next_obs": next_obs, "next_valid": next_valid, "history": final_scores, "rng": rng_state()}
-
-    def stop_nonfinite(what):
-        """No silent NaN training: keep the last good parameters (this iteration's update stopped before they
-        changed) in crash.pt, resumable from this iteration's rollout, and exit non-zero."""
-        path = f"runs/{run_name}/crash.pt"
-        save_checkpoint(path, snapshot(iteration - 1, global_step - args.batch_size))
-        writer.close()
-        sys.exit(f"{Path(__file__).name}: error: non-finite {what} at iteration {iteration}, step {global_step:,}; "
-                 f"the update stopped; last good state: {path}")
+    def snapshot(iteration, global_step):  # what --resume needs to continue the run after `iteration` (every rank)
+        return checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, envs, next_obs, next_valid,
+                                [list(avg_returns), iteration_scores])
 
     for iteration in range(start_iteration, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
@@ -452,7 +466,6 @@ def train(args, checkpoint=None):
             lrnow = frac * args.learning_rate
             optimizer.param_groups[0]["lr"] = lrnow
 
-        episode_stats = torch.zeros(4, device=device)  # episodes, return, length, score (sums)
         for step in range(0, args.num_steps):
             global_step += args.num_envs
             obs[step] = next_obs
@@ -460,11 +473,13 @@ def train(args, checkpoint=None):
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
+                # P3O: store the predicted rewards, and each decision's clock
                 # the env's count of the episode's decisions
                 clocks[step] = torch.as_tensor(envs.episode_length, device=device)
-                action, logprob, entropy, mu = agent.get_action_and_value(next_obs)
-                mus[step] = mu + agent.clock_mu(clocks[step])
+                action, logprob, entropy, value = agent.get_action_and_value(next_obs)
+                mus[step] = value + agent.clock_mu(clocks[step])
                 entropies[step] = entropy
+                # end P3O
             actions[step] = action
             logprobs[step] = logprob
 
@@ -475,11 +490,12 @@ def train(args, checkpoint=None):
             terminals[step] = next_done
             # The step after a done is a decision only for envs that reset within the done step.
             next_valid = 1.0 - next_done * envs.autoreset_next_step
-            ended = [(infos[key] * next_done).sum() for key in ("episode_return", "episode_length", "score")]
-            episode_stats += torch.stack([next_done.sum()] + ended)
+            episode_returns[step] = infos["episode_return"]
+            episode_lengths[step] = infos["episode_length"]
+            episode_scores[step] = infos["score"]
         timer.lap("rollout")
 
-        # ALGO LOGIC: the P3O advantage, with no gamma: a weight per offset, learned
+        # P3O: the advantage, with no gamma: a weight per offset, learned
         with torch.no_grad():
             real = valid.bool()
             # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail), and the
@@ -496,40 +512,42 @@ def train(args, checkpoint=None):
             # the action measurably moves (z > TIE_Z): those keep their rewards. Autoreset steps are not decisions.
             keep = tie_z(rewards, terminals, mus, tail_mu, logprobs + entropies, real) > TIE_Z
             advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.td_lambda, keep) * valid
-        # A non-finite mu or sigma makes its decision's advantage non-finite (every weight is above 0), so checking
-        # the advantages covers them, at a fraction of the cost of reading all of mu (24 ms an iteration at H = 128)
+        # end P3O
         bad = first_nonfinite(rewards=rewards, advantages=advantages)
         if bad:
-            stop_nonfinite(f"{bad} in the advantage")
+            stop_nonfinite(f"{bad} in the advantage", snapshot(iteration - 1, global_step - args.batch_size), writer,
+                           rank)
         timer.lap("advantage")
 
         # flatten the batch
-        b_obs = obs.reshape((-1, envs.obs_dim))
+        b_obs = obs.reshape((-1,) + obs_shape)
         b_logprobs = logprobs.reshape(-1)
         b_actions = actions.reshape(-1)
         b_advantages = advantages.reshape(-1)
         b_valid = valid.reshape(-1)
+        # P3O: the rewards ahead and how many of them each decision keeps
         b_value_targets = value_targets.reshape(-1, args.horizon)  # a view: a decision's H targets are one row
         b_value_window = value_window.reshape(-1)
         b_clocks = clocks.reshape(-1)
         b_value_inside = value_inside.reshape(-1)
-        value_rows = max(1, round(args.minibatch_size * args.value_fraction))  # the value loss's share of a minibatch
+        value_rows = max(1, round(minibatch_size * args.value_fraction))  # the value loss's share of a minibatch
+        # end P3O
 
         # Optimizing the policy and value network
         clipfracs, grad_norms = [], []  # grad_norms: before the clip, to see how often it bites
         for epoch in range(args.update_epochs):
-            b_inds = torch.randperm(args.batch_size, device=device)
-            for start in range(0, args.batch_size, args.minibatch_size):
-                end = start + args.minibatch_size
+            b_inds = torch.randperm(batch_size, device=device)
+            for start in range(0, batch_size, minibatch_size):
+                end = start + minibatch_size
                 mb_inds = b_inds[start:end]
                 mb_valid = b_valid[mb_inds]
                 # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
-                v_inds = mb_inds[:value_rows]  # the value loss's decisions, the first of the minibatch's random order
-                hidden = agent.get_features(b_obs.index_select(0, mb_inds))  # the window loss reads them too
-                _, newlogprob, entropy, newmu = agent.get_action_and_value(
+                # P3O: mu of the first value_rows decisions, the ones the value loss reads (--value-fraction), and the
+                # trunk's features, which the window loss reads too
+                hidden = agent.get_features(b_obs.index_select(0, mb_inds))
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(
                     None, b_actions[mb_inds], hidden=hidden, value_rows=value_rows)
-                clock_mu = agent.clock_mu(b_clocks[v_inds])  # --clock's table (0 without it), read by both losses below
-                newmu = newmu + clock_mu
+                # end P3O
                 logratio = newlogprob - b_logprobs[mb_inds]
                 ratio = logratio.exp()
 
@@ -550,40 +568,54 @@ def train(args, checkpoint=None):
                 pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
                 pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mb_valid)
 
-                # Value loss: Gaussian NLL of each real reward ahead under N(mu[j], sigma[j]^2), summed over the kept
-                # (decision, offset) pairs and divided by the pairs inside the episodes: the known zeros that pad a
-                # window past its terminal must not dilute it as H grows
+                # P3O: value loss, the Gaussian NLL of each real reward ahead under N(mu[j], sigma[j]^2), summed over
+                # the kept (decision, offset) pairs and divided by the pairs inside the episodes: the known zeros that
+                # pad a window past its terminal must not dilute it as H grows
+                v_inds = mb_inds[:value_rows]  # the value loss's decisions, the first of the minibatch's random order
+                clock_mu = agent.clock_mu(b_clocks[v_inds])  # --clock's table (0 without it), read by both losses below
+                newvalue = newvalue + clock_mu
                 log_sigma = agent.log_sigma.clamp(-10, 10)
                 mb_value_targets = b_value_targets.index_select(0, v_inds)
                 window = b_value_window[v_inds]
                 kept = offsets < window[:, None]
-                residual = torch.where(kept, mb_value_targets - newmu, 0.0)
+                residual = torch.where(kept, mb_value_targets - newvalue, 0.0)
                 counts = kept.sum(0)
                 nll = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum()
-                value_nll = nll / b_value_inside[v_inds].sum().clamp(min=1)
+                nll, inside = all_sum(nll, b_value_inside[v_inds].sum())
+                value_nll = nll / inside.clamp(min=1)  # torchrun: over every rank's pairs
                 # plus the squared error of the window's sum, what the advantage subtracts (--window-loss-coef), through
                 # the head's weights held fixed: it shapes the trunk's features and leaves each offset's fit to the NLL
                 window_sum = torch.where(kept, mb_value_targets - clock_mu, 0.0).sum(1)
                 window_residual = window_sum - window_mu(hidden[:value_rows], agent.critic, window)
                 window_loss = 0.5 * masked_mean(window_residual.square(), b_valid[v_inds]) / window_var.clamp(min=1.0)
                 v_loss = value_nll + args.window_loss_coef * window_loss
+                # end P3O
 
                 entropy_loss = masked_mean(entropy, mb_valid)
                 loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
                 optimizer.zero_grad()
                 loss.backward()
-                # The clip leaves log_sigma out: H per-offset scales (Adam bounds their steps anyway), whose gradient's
-                # norm would grow with H and make the clip's bite on the policy's step depend on H
+                # torchrun: each rank's loss is its share of the global minibatch's (masked_mean divides by the global
+                # counts), so the sum of the ranks' gradients is the global minibatch's gradient
+                grads = all_sum(*[parameter.grad for parameter in agent.parameters()])
+                for parameter, grad in zip(agent.parameters(), grads):
+                    parameter.grad = grad
+                # P3O: the clip leaves log_sigma out: H per-offset scales (Adam bounds their steps anyway), whose
+                # gradient's norm would grow with H and make the clip's bite on the policy's step depend on H
                 clipped = [p for name, p in agent.named_parameters() if name != "log_sigma"]
                 grad_norm = nn.utils.clip_grad_norm_(clipped, args.max_grad_norm)
+                # end P3O
                 grad_norms += [grad_norm]
                 bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
                 if bad:
-                    stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // args.minibatch_size})")
+                    stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // minibatch_size})",
+                                   snapshot(iteration - 1, global_step - args.batch_size), writer, rank)
                 optimizer.step()
-                if agent.clock_table is not None:  # the clock's table follows what mu still misses on these decisions
+                # P3O: the clock's table follows what mu still misses on these decisions
+                if agent.clock_table is not None:
                     step_clock_table(agent.clock_table, b_clocks[v_inds], residual.detach(), kept)
+                # end P3O
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
@@ -594,9 +626,9 @@ def train(args, checkpoint=None):
                      f"{iteration}; last good state: runs/{run_name}/checkpoint.pt")
         timer.lap("update")
 
-        # Explained variance of the rollout's predictions (made before this update, as PPO's) of each kept reward
-        # ahead, and of their window sums, what the advantage subtracts; over 32 of the envs at most
         with torch.no_grad():
+            # P3O: explained variance of the rollout's predictions (made before this update, as PPO's) of each kept
+            # reward ahead, and of their window sums, what the advantage subtracts; over 32 of the envs at most
             envs_read = slice(None, None, max(1, args.num_envs // 32))
             targets_read, window_read = value_targets[:, envs_read], value_window[:, envs_read]
             residuals_read = targets_read - mus[:, envs_read]  # the head's errors, made before this update
@@ -604,21 +636,22 @@ def train(args, checkpoint=None):
             explained_var = explained_variance(targets_read, residuals_read, kept)
             window_sums = [torch.where(kept, x, 0.0).sum(-1) for x in (targets_read, residuals_read)]
             window_explained_var = explained_variance(*window_sums, window_read > 0)
-            episodes, returns, lengths, scores = episode_stats.tolist()
-        final_scores.append((scores, episodes))
+            # end P3O
+            ended = episode_lengths > 0
+            finished = list(zip(*[x[ended].tolist() for x in (episode_returns, episode_lengths, episode_scores)]))
+            finished = sum(all_gather(finished), [])  # torchrun: every rank's games
+        avg_returns.extend(episode_return for episode_return, _, _ in finished)
+        iteration_scores.append((sum(score for _, _, score in finished), len(finished)))
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))
-        if episodes > 0:
-            writer.add_scalar("charts/episodic_return", returns / episodes, global_step)
-            writer.add_scalar("charts/avg_episodic_return", returns / episodes, global_step)
-            writer.add_scalar("charts/episodic_length", lengths / episodes, global_step)
-            writer.add_scalar("charts/score", scores / episodes, global_step)
+        if finished:
+            writer.add_scalar("charts/episodic_return", np.mean([ret for ret, _, _ in finished]), global_step)
+            writer.add_scalar("charts/avg_episodic_return", np.mean(avg_returns), global_step)
+            writer.add_scalar("charts/episodic_length", np.mean([length for _, length, _ in finished]), global_step)
+            writer.add_scalar("charts/score", np.mean([score for _, _, score in finished]), global_step)
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
-        writer.add_scalar("losses/value_nll", value_nll.item(), global_step)
-        writer.add_scalar("losses/window_loss", window_loss.item(), global_step)
-        writer.add_scalar("losses/window_var", window_var.item(), global_step)
         writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
         writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
         writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
@@ -627,35 +660,31 @@ def train(args, checkpoint=None):
         writer.add_scalar("losses/grad_norm", torch.stack(grad_norms).mean().item(), global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
-        # P3O: how well mu's window sums are predicted, the advantage's size, the weight curve
-        writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
-        writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
-        writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
-        writer.add_scalar("charts/tied_offsets", keep.sum().item(), global_step)
-        writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
-        log_weight_curve(writer, sigma, global_step)
+        # P3O: how well mu's window sums are predicted, the value NLL, the advantage's size, and the weight curve
+        log_p3o_statistics(writer, global_step, window_explained_var, value_nll, window_loss, window_var, advantages,
+                           real, keep, agent, sigma)
+        # end P3O
         for phase, seconds in timer.totals.items():
             writer.add_scalar(f"perf/{phase}_fraction", seconds / max(timer.total, 1e-9), global_step)
-        if args.progress:
-            recent = scores / episodes if episodes > 0 else float("nan")
-            eta = (args.num_iterations - iteration) * (time.time() - start_time) / (iteration - start_iteration + 1)
-            line = f"step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | score {recent:.3f}"
-            show_progress(f"{args.env_id}: {line} | ETA {eta:.0f}s", iteration, args.num_iterations)
+        if args.progress and rank == 0:
+            show_progress(args, global_step, sps, avg_returns, iteration, start_iteration, start_time)
         timer.lap("log")
         if args.save_interval and (iteration % args.save_interval == 0 or iteration == args.num_iterations):
-            save_checkpoint(f"runs/{run_name}/checkpoint.pt", snapshot(iteration, global_step))
+            state = snapshot(iteration, global_step)  # every rank: it gathers the ranks' envs
+            if rank == 0:
+                save_checkpoint(f"runs/{run_name}/checkpoint.pt", state)
             timer.lap("checkpoint")
 
-    # The final score: episodes that ended in the last 10% of the iterations (at least the last one).
-    last = final_scores[-max(1, len(final_scores) // 10):]
-    episodes = sum(count for _, count in last)
-    score = sum(total for total, _ in last) / episodes if episodes else float("nan")
-    writer.close()
-    if args.track:
-        wandb.finish()
+    close_writer(writer, args, rank)
+    # the run's score: of the games that ended in its last tenth of iterations (at least its last one)
+    last = iteration_scores[-max(1, len(iteration_scores) // 10) :]
+    games = sum(count for _, count in last)
+    score = sum(total for total, _ in last) / games if games else float("nan")
+    solved = None if envs.solved_score is None else score >= envs.solved_score  # the Ocean envs' bar
+    mean_return = float(np.mean(avg_returns)) if avg_returns else float("nan")
     sps = int((global_step - start_step) / (time.time() - start_time))
-    return {"env": args.env_id, "score": score, "solved": score >= env_class.solved_score, "steps": global_step,
-            "SPS": sps, "phases": dict(timer.totals), "run": run_name}
+    return {"env": args.env_id, "score": score, "solved": solved, "return": mean_return, "episodes": len(avg_returns),
+            "steps": global_step, "SPS": sps, "phases": dict(timer.totals), "run": run_name}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1126,6 +1155,11 @@ class Choice(OceanEnv):
         return self._obs(), reward, terminated, truncated, info
 
 
+def make_envs(args, device):
+    """The Ocean env `--env-id NAME`, on the model's device, so observations never leave it."""
+    return OCEAN_ENVS[args.env_id](args.num_envs, device=device, seed=args.seed, **env_options(args))
+
+
 def env_options(args):
     """The Ocean env options of a run's Args (each env reads the ones it needs)."""
     return dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length,
@@ -1146,8 +1180,8 @@ OCEAN_ENVS = {
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Reductions across ranks: p3o_atari.py runs under torchrun, this script never does, so here all_sum is a no-op;
-# it is kept so that the functions the two scripts share stay verbatim copies
+# Across ranks: p3o_atari.py runs under torchrun, this script never does, so here all_sum and all_gather are no-ops
+# and every rank is rank 0; they are kept so that train and the functions the two scripts share stay verbatim copies
 # ---------------------------------------------------------------------------------------------------------
 def all_sum(*tensors):
     """Each tensor summed over the ranks of a torchrun launch, in one all-reduce (float32); in a single process the
@@ -1163,6 +1197,47 @@ def all_sum(*tensors):
     totals = tuple(tensor + (total - tensor.detach()) if tensor.requires_grad else total
                    for tensor, total in zip(tensors, totals))
     return totals if len(totals) > 1 else totals[0]
+
+
+def all_gather(value):
+    """Every rank's `value` (any picklable object: the games that ended, a checkpoint's envs), in rank order; [value]
+    in a single process."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return [value]
+    values = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value)
+    return values
+
+
+class NoWriter:
+    """The SummaryWriter of the ranks past 0: rank 0 alone logs (the global figures)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+def open_writer(args, run_name, checkpoint, rank):
+    """Rank 0's TensorBoard writer, synced to Weights and Biases with --track, the run's args in its text tab. A
+    resumed run drops the events its previous life logged after the checkpoint, so the curve continues."""
+    if rank > 0:
+        return NoWriter()
+    if args.track:
+        import wandb
+
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, sync_tensorboard=True, config=vars(args),
+                   name=run_name, save_code=True)
+    writer = SummaryWriter(f"runs/{run_name}", purge_step=checkpoint["global_step"] + 1 if checkpoint else None)
+    table = "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n%s" % table)
+    return writer
+
+
+def close_writer(writer, args, rank):
+    writer.close()
+    if args.track and rank == 0:
+        import wandb
+
+        wandb.finish()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1201,6 +1276,55 @@ def claim_run_folder(run_name):
         except FileExistsError:
             copy += 1
             name = f"{run_name}-{copy}"
+
+
+def checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, envs, next_obs, next_valid,
+                     history):
+    """A checkpoint's content: what --resume needs to continue the run after `iteration`. Every rank calls it: the
+    envs and random numbers of ranks 1, 2, ... (torchrun) go under "ranks", on the CPU."""
+    def on_cpu(value):  # what travels between ranks travels on the CPU
+        if isinstance(value, dict):
+            return {key: on_cpu(item) for key, item in value.items()}
+        return value.cpu() if torch.is_tensor(value) else value
+
+    own = {"envs": envs.state_dict(), "next_obs": next_obs, "next_valid": next_valid, "rng": rng_state()}
+    others = all_gather(on_cpu(own))[1:]
+    return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration,
+            "global_step": global_step, "model": agent.state_dict(), "optimizer": optimizer.state_dict(), **own,
+            "history": history, "ranks": others}
+
+
+def resume(checkpoint, rank, agent, optimizer, envs, next_obs, next_valid, avg_returns, iteration_scores):
+    """Load a checkpoint into the run: the parameters, the optimizer, the games' history, this rank's random numbers
+    and, where they could be saved (the Ocean envs'), its envs. Returns the step and iteration it continues from, and
+    the envs' next observation and validity."""
+    agent.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    own = checkpoint if rank == 0 else checkpoint["ranks"][rank - 1]  # torchrun: this rank's envs and RNG
+    if own["envs"] is not None:
+        envs.load_state_dict(own["envs"])
+        next_obs, next_valid = own["next_obs"].to(next_obs.device), own["next_valid"].to(next_obs.device)
+    avg_returns.extend(checkpoint["history"][0])
+    # (score sum, games) an iteration; a checkpoint written before kept its last 20 games' scores, a game an entry
+    iteration_scores.extend(tuple(entry) if isinstance(entry, (list, tuple)) else (entry, 1)
+                            for entry in checkpoint["history"][1])
+    set_rng_state(own["rng"])
+    if rank == 0:
+        fresh = "" if checkpoint["envs"] is not None else " with new episodes (this env's state cannot be saved)"
+        print(f"{checkpoint['args']['env_id']}: resumed at iteration {checkpoint['iteration']}, step "
+              f"{checkpoint['global_step']:,}{fresh}", flush=True)
+    return checkpoint["global_step"], checkpoint["iteration"] + 1, next_obs, next_valid
+
+
+def stop_nonfinite(what, state, writer, rank):
+    """No silent NaN training: keep the last good state (this iteration's update stopped before the parameters
+    changed) in crash.pt, resumable from this iteration's rollout, and exit non-zero."""
+    path, iteration = f"runs/{state['run_name']}/crash.pt", state["iteration"] + 1
+    if rank == 0:
+        save_checkpoint(path, state)
+    writer.close()
+    sys.exit(f"{Path(__file__).name}: error: non-finite {what} at iteration {iteration}, step "
+             f"{state['global_step'] + state['args']['batch_size']:,}; the update stopped; last good state: {path}")
 
 
 CHECKPOINT_KEYS = ("script", "args", "run_name", "iteration", "global_step", "model", "optimizer", "envs", "next_obs",
@@ -1312,12 +1436,16 @@ class PhaseTimer:
         self.last = now
 
 
-def show_progress(line, iteration, num_iterations):
-    """One line, rewritten in place on a terminal; on a pipe (CI, nohup) a line every tenth of the run."""
-    done = iteration == num_iterations
+def show_progress(args, global_step, sps, avg_returns, iteration, start_iteration, start_time):
+    """Steps, SPS, the mean return of the last 20 games and the ETA in one line, rewritten in place on a terminal; on
+    a pipe (CI, nohup) a line every tenth of the run."""
+    recent = np.mean(avg_returns) if avg_returns else float("nan")
+    eta = (args.num_iterations - iteration) * (time.time() - start_time) / (iteration - start_iteration + 1)
+    line = f"step {global_step:,}/{args.num_iterations * args.batch_size:,} | {sps:,} SPS | return {recent:.2f}"
+    line, done = f"{args.env_id}: {line} | ETA {eta:.0f}s", iteration == args.num_iterations
     if sys.stderr.isatty():
         print("\r" + line.ljust(100), end="\n" if done else "", file=sys.stderr, flush=True)
-    elif done or iteration % max(1, num_iterations // 10) == 0:
+    elif done or iteration % max(1, args.num_iterations // 10) == 0:
         print(line, file=sys.stderr, flush=True)
 
 

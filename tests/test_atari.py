@@ -88,9 +88,10 @@ def test_the_scripts_read_in_cleanrls_order():
     assert atari[: atari.index("\n# P3O:")].count("\n") < 250
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_inside", "episode_windows", "p3o_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "window_sum_variance", "window_mu", "tie_z", "CHECKPOINT_KEYS", "CLOCK_ROWS", "step_clock_table", "all_sum"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_inside", "episode_windows", "p3o_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "window_sum_variance", "window_mu", "tie_z", "CHECKPOINT_KEYS", "CLOCK_ROWS", "step_clock_table", "all_sum", "train", "log_p3o_statistics", "all_gather", "NoWriter", "open_writer", "close_writer", "checkpoint_state", "resume", "stop_nonfinite"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
-    """The single-file scripts repeat each other on purpose; the repeats must not drift apart."""
+    """The single-file scripts repeat each other on purpose; the repeats must not drift apart. Both P3O scripts hold one
+    `train`, text for text: what differs between env families is make_envs' and the env classes' business."""
     if name == "MIN_SIGMA":
         assert (p3o_atari.MIN_SIGMA, p3o_atari.MAX_SIGMA) == (p3o_ocean.MIN_SIGMA, p3o_ocean.MAX_SIGMA)
     elif name == "CLOCK_ROWS":
@@ -243,8 +244,9 @@ def test_ocean_options_and_scores(script, tmp_path, monkeypatch):
     for episode_return, score in episodes:
         assert score == pytest.approx(max(0.0, 2 * episode_return / 64 - 1), abs=1e-6), (episode_return, score)
     assert any(score > 0 for _, score in episodes) and any(score == 0 for _, score in episodes)
-    # the run reports the last 20 episodes' mean return and mean score, each its own
-    assert result["return"] == pytest.approx(np.mean([r for r, _ in episodes[-20:]])) and result["score"] == pytest.approx(np.mean([s for _, s in episodes[-20:]])), result
+    # the run reports the last 20 episodes' mean return, and the mean score of the episodes that ended in its last tenth
+    # of iterations (at least its last: here the second, 16 episodes), each its own
+    assert result["return"] == pytest.approx(np.mean([r for r, _ in episodes[-20:]])) and result["score"] == pytest.approx(np.mean([s for _, s in episodes[-16:]])), result
 
 
 def test_both_p3o_scripts_share_one_default():

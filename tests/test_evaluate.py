@@ -370,12 +370,14 @@ def test_an_env_without_a_picture_is_refused_before_anything_is_built(script, en
 def test_a_checkpoint_with_the_former_evaluation_flags_still_resumes(script, tmp_path, monkeypatch):
     """The scripts once had --eval-checkpoint, --eval-episodes, --eval-greedy and --capture-video, and their
     checkpoints recorded them. No part of a run, they are dropped: such a checkpoint resumes, where one missing a
-    training flag is still refused. The scripts no longer take them."""
+    training flag is still refused. The scripts no longer take them. Those checkpoints also kept the last 20 games'
+    scores where today's keep each iteration's (score sum, games): each old score resumes as an iteration of one game."""
     module = MODULES[script]
     assert not set(FORMER_FLAGS) & set(module.Args.__dataclass_fields__) and not hasattr(module, "evaluate")
     trained = torch.load(train_tiny(script, tmp_path, monkeypatch, env_id=f"{OCEAN[script]}bandit"), weights_only=True)
     older = tmp_path / "older.pt"
-    torch.save({**trained, "args": {**trained["args"], **FORMER_FLAGS}}, older)
+    former_history = [trained["history"][0], [0.25, 0.5]]  # the last 20 games' scores, as the scripts kept them then
+    torch.save({**trained, "args": {**trained["args"], **FORMER_FLAGS}, "history": former_history}, older)
     args, checkpoint = module.resume_args(module.Args(resume=str(older), progress=False))
     assert checkpoint["iteration"] == 1 and not set(FORMER_FLAGS) & set(checkpoint["args"])
     steps = 2 * TINY["num_envs"] * TINY["num_steps"]

@@ -2,6 +2,7 @@
 games, CartPole). Its autoreset steps, whole-episode statistics, the network picked from the observation, a short
 MinAtar run with checkpoint, resume and evaluation, and the refusals of what cannot train."""
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -104,3 +105,27 @@ def test_minatar_trains_resumes_and_evaluates(script, tmp_path, monkeypatch, cap
     assert "resumed at iteration 4, step 512 with new episodes (this env's state cannot be saved)" in capsys.readouterr().out
     evaluation = evaluate.evaluate(evaluate.Args(str(path), episodes=3))
     assert evaluation["episodes"] == 3 and evaluation["env"] == "MinAtar/Breakout-v1"
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_users_own_env_trains_from_its_module(script, tmp_path):
+    """`--env-id module.path:EnvName-v0`, as gym.make takes it: the script imports the module, which registers the
+    env, and trains on it (tests/custom_env.py, a corridor whose episodes end at its far cell)."""
+    from in_process import run_script
+
+    root = Path(__file__).resolve().parents[1]
+    flags = ["--num-envs", 4, "--num-steps", 32, "--num-minibatches", 2, "--update-epochs", 1, "--total-timesteps",
+             4 * 32 * 3, "--save-interval", 0, "--no-progress"]
+    done = run_script(root / script, "--env-id", "tests.custom_env:CustomCorridor-v0", *flags, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert "tests.custom_env:CustomCorridor-v0: return" in done.stdout and "384 steps" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_missing_env_module_is_refused_in_one_line(script, tmp_path, capsys):
+    module = SCRIPTS[script]
+    with pytest.raises(SystemExit) as exit_info:
+        module.check_args(module.Args(env_id="tests.no_such_module:CustomCorridor-v0"))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no module 'tests.no_such_module' to import" in err and "PYTHONPATH" in err, err
