@@ -116,6 +116,8 @@ class Args:
     """ocean/spread: steps over which each decision's reward is paid, in equal parts"""
     choice_distance: int = 16
     """ocean/choice: steps between choosing the far reward and its payment"""
+    choice_near_reward: float = 0.7
+    """ocean/choice: the near reward, paid at once (the far one is 1.0): 0.9 leaves a margin of 10%"""
 
     # to be filled in runtime
     batch_size: int = 0
@@ -868,7 +870,8 @@ def make_envs(args, device):
         from p3o_ocean import OCEAN_ENVS
 
         options = dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length,
-                       reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance)
+                       reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance,
+                       choice_near_reward=args.choice_near_reward)
         return OCEAN_ENVS[args.env_id[len("ocean/") :]](args.num_envs, device=device, seed=args.seed, **options)
     if args.env_id in atari_ids():
         return AtariEnvs(args.env_id, args.num_envs, device, args.seed)
@@ -1135,6 +1138,9 @@ def check_args(args):
             errors.append(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if not args.reward_noise >= 0:
         errors.append(f"--reward-noise must be >= 0, got {args.reward_noise}")
+    if not 0 <= args.choice_near_reward < 1:
+        errors.append(f"--choice-near-reward must be in [0, 1), below the far reward 1.0, got "
+                      f"{args.choice_near_reward}")
     if args.num_minibatches >= 1 and (args.num_envs * args.num_steps) % args.num_minibatches != 0:
         errors.append(f"--num-minibatches {args.num_minibatches} must divide the batch, "
                       f"--num-envs x --num-steps = {args.num_envs * args.num_steps}")

@@ -113,6 +113,8 @@ class Args:
     """spread: steps over which each decision's reward is paid, in equal parts"""
     choice_distance: int = 16
     """choice: steps between choosing the far reward and its payment"""
+    choice_near_reward: float = 0.7
+    """choice: the near reward, paid at once (the far one is 1.0): 0.9 leaves a margin of 10%"""
 
     # to be filled in runtime
     batch_size: int = 0
@@ -1100,9 +1102,9 @@ class Mixed(OceanEnv):
 class Choice(OceanEnv):
     """Horizon probe / near-small against far-large. An episode is 4 rounds of D + 1 steps
     (D = kwarg `choice_distance`, default 16). A round's first step shows a choice flag:
-    action 0 takes 0.7 at once, action 1 takes 1.0 paid D steps later, at the round's last
-    step. Each of the round's other D steps shows a fresh cue; matching it pays 0.1 at once,
-    so other decisions' rewards lie in between. Obs: [is_choice_step, cue one-hot(2),
+    action 0 takes 0.7 at once (kwarg `choice_near_reward`), action 1 takes 1.0 paid D steps
+    later, at the round's last step. Each of the round's other D steps shows a fresh cue;
+    matching it pays 0.1 at once, so other decisions' rewards lie in between. Obs: [is_choice_step, cue one-hot(2),
     far_pending], dim 4: what is owed is in the state, so a critic (and a rollout's tail) can
     value it; the test is the credit, not memory.
     Score = the share of the episode's rounds that chose far (random ~0.5, always near 0).
@@ -1117,6 +1119,7 @@ class Choice(OceanEnv):
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
         super().__init__(num_envs, device, seed)
         self.distance = int(kwargs.get("choice_distance", 16))
+        self.near_reward = float(kwargs.get("choice_near_reward", self.near_reward))
         assert self.distance >= 1, "choice_distance must be >= 1"
         self.obs_dim, self.num_actions = 4, 2
         # Row 4 * far_pending + 2 * is_choice_step + cue -> observation (no cue at the choice step).
@@ -1163,7 +1166,8 @@ def make_envs(args, device):
 def env_options(args):
     """The Ocean env options of a run's Args (each env reads the ones it needs)."""
     return dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length,
-                reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance)
+                reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance,
+                choice_near_reward=args.choice_near_reward)
 
 
 OCEAN_ENVS = {
@@ -1399,6 +1403,9 @@ def check_args(args):
         errors.append(f"--td-lambda must be in [0, 1], got {args.td_lambda}")
     if not args.reward_noise >= 0:
         errors.append(f"--reward-noise must be >= 0, got {args.reward_noise}")
+    if not 0 <= args.choice_near_reward < 1:
+        errors.append(f"--choice-near-reward must be in [0, 1), below the far reward 1.0, got "
+                      f"{args.choice_near_reward}")
     if args.num_minibatches >= 1 and (args.num_envs * args.num_steps) % args.num_minibatches != 0:
         errors.append(f"--num-minibatches {args.num_minibatches} must divide the batch, "
                       f"--num-envs x --num-steps = {args.num_envs * args.num_steps}")

@@ -71,12 +71,14 @@ THROUGHPUT_STEPS = 262_144  # 8 iterations: the first one's start-up costs are a
 # told apart from another. Each probe is an env with its difficulty flag set, and a fixed budget (steps per run).
 # Settings from a three-seed screen (docs/probes.md); over ten seeds the best P3O variant known scores 0.55 to 0.87 on
 # each, PPO at gamma 0.99 0.01 to 0.56. Both horizons see the reward on noisy_delay and spread; only H = 128 on
-# far_delay and choice.
+# far_delay and the two choices. choice_close asks the far credit to hold where the far reward is worth 10% more, not
+# 43% (issue 75).
 PROBES = {
     "noisy_delay": ("delay", {"delay": 16, "reward_noise": 3.0}, 786_432),  # reward noise of std 3 on a 0/1 reward
     "far_delay": ("delay", {"delay": 100}, 1_179_648),  # others' rewards in between; episodes of 164 steps
     "spread": ("spread", {"spread": 32, "reward_noise": 1.0}, 786_432),  # one decision's reward spread over 32 steps
     "choice": ("choice", {"choice_distance": 96}, 1_572_864),  # 0.7 now or 1.0 in 96 steps; episodes of 388
+    "choice_close": ("choice", {"choice_distance": 96, "choice_near_reward": 0.9}, 1_572_864),  # 0.9 now: a 10% margin
 }
 PROBE_HORIZONS = [32, 128]
 # The ablation on the probes, both ways: each component of the one default removed alone, and the smallest P3O (the

@@ -23,6 +23,8 @@ def run(*flags, cwd):  # in this process: test_atari.py and test_checkpoints.py 
         (dict(delay=0), "--delay must be >= 1"),
         (dict(spread=0), "--spread must be >= 1"),
         (dict(choice_distance=0), "--choice-distance must be >= 1"),
+        (dict(choice_near_reward=1.0), "--choice-near-reward must be in [0, 1)"),
+        (dict(choice_near_reward=float("nan")), "--choice-near-reward must be in [0, 1)"),
         (dict(reward_noise=-0.5), "--reward-noise must be >= 0"),
         (dict(reward_noise=float("nan")), "--reward-noise must be >= 0"),
         (dict(window_loss_coef=-1.0), "--window-loss-coef must be >= 0"),

@@ -401,6 +401,15 @@ def test_choice_far_pays_one_d_steps_later_near_pays_0_7_at_once(D):
     assert roll["len"][done].eq(L).all()
 
 
+def test_choice_near_reward_is_the_flags():
+    """--choice-near-reward sets what the near choice pays at once (the 10% margin probe's 0.9); the far one stays 1.0."""
+    env = Choice(2, seed=0, choice_distance=3, choice_near_reward=0.9)
+    roll = run(env, lambda obs, t: torch.where(obs[:, 0] == 1, torch.tensor([0, 1]), 1 - cue(obs)), 16)
+    round_step = torch.arange(16) % 4
+    assert_close(roll["reward"][round_step == 0, 0], torch.full((4,), 0.9))  # env 0 near: 0.9 at each choice
+    assert torch.equal(roll["reward"][:, 1], (round_step == 3).float())  # env 1 far: 1.0 three steps later
+
+
 def test_choice_cues_pay_a_tenth_when_matched():
     env = Choice(2, seed=3, choice_distance=4)
     roll = run(env, lambda obs, t: torch.where(obs[:, 0] == 1, torch.tensor([0, 0]), torch.stack([cue(obs)[0], 1 - cue(obs)[1]])), 20)
