@@ -130,8 +130,7 @@ class Args:
 # ---------------------------------------------------------------------------------------------------------
 # ALGO LOGIC
 # ---------------------------------------------------------------------------------------------------------
-# P3O: the value head's targets and the precision-weighted advantage (docs/algorithm.md): the
-# PyTorch twin p3o_advantage, and the CUDA kernel kernels/advantage.cu that computes it on a GPU
+# P3O: the value head's targets and the advantage (docs/algorithm.md): p3o_advantage, twin of kernels/advantage.cu
 MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 # --clock: the table's rows (episode steps 0 .. 254, then one row for every later step). Each minibatch moves a cell
 # CLOCK_RATE * n / (n + CLOCK_PRIOR) of the way to the mean residual of its n decisions there: 0.01 to 0.04 on the Ocean
@@ -160,15 +159,12 @@ def episode_inside(end, horizon):
 
 
 def episode_windows(rewards, terminals, horizon, tail_mu=None):
-    """The rewards ahead of every decision, and how far ahead they are known.
-
-    targets[t, n, j] is the reward j steps after decision t: rewards[t + j, n] inside the rollout, then the
-    bootstrap predictions tail_mu[n, t + j - T] (zeros without tail_mu), and 0 after the terminal of t's
-    episode, inside the rollout and beyond it: the episode pays nothing after its end (a copy). k[t, n] counts
-    the offsets whose target is known: the horizon where the episode ends inside the rollout or tail_mu
-    continues it, else up to the rollout's last step (k = T - t, at most H). Windows never cross envs.
-    Shapes: rewards, terminals [T, N]; tail_mu [N, H] or None. Returns targets [T, N, H] and k [T, N] int64.
-    """
+    """The rewards ahead of every decision, and how far ahead they are known. targets[t, n, j] is the reward j steps
+    after decision t: rewards[t + j, n] inside the rollout, then the bootstrap predictions tail_mu[n, t + j - T] (zeros
+    without tail_mu), and 0 after the terminal of t's episode, inside the rollout and beyond it (a copy). k[t, n]
+    counts the offsets whose target is known: H where the episode ends inside the rollout or tail_mu continues it, else
+    up to the rollout's last step (T - t, at most H). Windows never cross envs.
+    Shapes: rewards, terminals [T, N]; tail_mu [N, H] or None. Returns targets [T, N, H] and k [T, N] int64."""
     T, N = rewards.shape
     beyond = tail_mu[:, : horizon - 1] if tail_mu is not None else rewards.new_zeros(N, horizon - 1)
     # Unfolded along time within each env, so the offsets j of one decision are adjacent in memory.
@@ -181,10 +177,9 @@ def episode_windows(rewards, terminals, horizon, tail_mu=None):
 
 
 def window_sum_variance(targets, valid):
-    """The variance over the batch's decisions (valid, bool) of their window sums, each the sum of a decision's known
-    targets: the window loss's unit where it is above 1. The targets are episode_windows' without a tail, 0 past each
-    decision's window, so a plain sum over the offsets is the window's. Shapes: targets [T, N, H]; valid [T, N].
-    Returns a 0-d tensor."""
+    """The variance of the window sums (a decision's known targets, summed) over the batch's decisions (valid, bool):
+    the window loss's unit where it is above 1. The targets are episode_windows' without a tail, 0 past each window.
+    Shapes: targets [T, N, H]; valid [T, N]. Returns a 0-d tensor."""
     sums = targets.sum(-1)
     return masked_mean(sums.square(), valid) - masked_mean(sums, valid).square()  # torchrun: every rank's decisions
 
@@ -200,7 +195,6 @@ def window_mu(hidden, head, window):
 
 def step_clock_table(table, clocks, residual, kept):
     """--clock, one minibatch's step: each cell c[s, j] moves by CLOCK_RATE * sum / (count + CLOCK_PRIOR), the sum and
-    the
     count of the kept residuals (reward less mu, the table's part included) j steps after the minibatch's decisions
     made s steps into their episode: toward the cell's mean residual, less far where few decisions reach it.
     Shapes: table [CLOCK_ROWS, H]; clocks [B]; residual, kept [B, H]. Changes table in place."""
@@ -276,8 +270,7 @@ def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
 def tie_z(rewards, terminals, mu, tail_mu, score, valid):
     """z[j] = |corr(target[j] - mu[j], score)| * sqrt(n) over the batch's n decisions (valid): how surely the action
     moves the reward j steps ahead, with score its centred log-prob (about |N(0, 1)| where nothing ties them). The
-    targets are episode_windows' with the tail, built a block of envs at a time, so the temporaries stay at a
-    few MB (on the CPU every fresh page of a large temporary costs a fault).
+    targets are episode_windows' with the tail, a block of envs at a time: on the CPU every fresh page costs a fault.
     Shapes: rewards, terminals, score, valid [T, N]; mu [T, N, H]; tail_mu [N, H]. Returns z [H]."""
     T, N, H = mu.shape
     score = torch.where(valid, score, 0.0)
@@ -473,8 +466,7 @@ def train(args, checkpoint=None):
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                # P3O: store the predicted rewards, and each decision's clock
-                # the env's count of the episode's decisions
+                # P3O: store the predicted rewards and each decision's clock, the env's count of the episode's decisions
                 clocks[step] = torch.as_tensor(envs.episode_length, device=device)
                 action, logprob, entropy, value = agent.get_action_and_value(next_obs)
                 mus[step] = value + agent.clock_mu(clocks[step])
@@ -498,8 +490,7 @@ def train(args, checkpoint=None):
         # P3O: the advantage, with no gamma: a weight per offset, learned
         with torch.no_grad():
             real = valid.bool()
-            # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail), and the
-            # episode's zeros after its end.
+            # Value targets: the real rewards ahead inside the rollout (never the tail), zeros after the episode's end.
             value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
             value_window = value_window * real
             window_var = window_sum_variance(value_targets, real)  # the window loss's unit, where above 1
@@ -542,8 +533,7 @@ def train(args, checkpoint=None):
                 mb_inds = b_inds[start:end]
                 mb_valid = b_valid[mb_inds]
                 # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
-                # P3O: mu of the first value_rows decisions, the ones the value loss reads (--value-fraction), and the
-                # trunk's features, which the window loss reads too
+                # P3O: the trunk's features (the window loss reads them too) and mu of the first value_rows decisions
                 hidden = agent.get_features(b_obs.index_select(0, mb_inds))
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(
                     None, b_actions[mb_inds], hidden=hidden, value_rows=value_rows)
@@ -569,8 +559,7 @@ def train(args, checkpoint=None):
                 pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mb_valid)
 
                 # P3O: value loss, the Gaussian NLL of each real reward ahead under N(mu[j], sigma[j]^2), summed over
-                # the kept (decision, offset) pairs and divided by the pairs inside the episodes: the known zeros that
-                # pad a window past its terminal must not dilute it as H grows
+                # the kept pairs over the pairs inside the episodes: zeros past a terminal must not dilute it as H grows
                 v_inds = mb_inds[:value_rows]  # the value loss's decisions, the first of the minibatch's random order
                 clock_mu = agent.clock_mu(b_clocks[v_inds])  # --clock's table (0 without it), read by both losses below
                 newvalue = newvalue + clock_mu

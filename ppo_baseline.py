@@ -2,7 +2,7 @@
 # CleanRL's ppo_atari_envpool.py (https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_envpoolpy), ported to
 # EnvPool 1.x, with the step after a done (an autoreset step whose action EnvPool ignores) masked out of every
 # loss. `diff ppo_baseline.py p3o_atari.py` shows P3O: the blocks opened by `PPO:` comments here and `P3O:` there.
-# Read top to bottom: Args, GAE, the agent, train; the plumbing (envs, torchrun, checkpoints) is below.
+# Read top to bottom: Args, the advantage, the agent, train; the plumbing (envs, torchrun, checkpoints) is below.
 """Usage:
     python ppo_baseline.py                                               # Breakout-v5, 10M steps
     python ppo_baseline.py --env-id Pong-v5 --seed 2 --total-timesteps 200000
