@@ -743,9 +743,8 @@ class OceanEnv:
 
 
 class Bandit(OceanEnv):
-    """Noisy one-step credit assignment: 4 Bernoulli arms with success probabilities
-    [0.2, 0.4, 0.6, 0.8], permuted once by the seed. Tests that the agent can average
-    out reward noise. Score 1 iff the best arm was pulled.
+    """Noisy one-step credit assignment: 4 Bernoulli arms with success probabilities [0.2, 0.4, 0.6, 0.8], permuted
+    once by the seed. Tests that the agent can average out reward noise. Score 1 iff the best arm was pulled.
     Optimal score: 1.0 (random policy 0.25). Solved: score >= 0.9."""
 
     default_timesteps = 1_000_000
@@ -775,10 +774,9 @@ class Bandit(OceanEnv):
 
 
 class Password(OceanEnv):
-    """Sparse-reward exploration: enter a fixed binary password (drawn from the seed) one
-    bit per step; reward 1 on the last step iff every bit was right. Obs is the one-hot
-    step index, so only exploration can find the password (random policy: 2**-L = 1/32).
-    Kwarg: password_length (default 5). Optimal score: 1.0. Solved: score >= 0.9."""
+    """Sparse-reward exploration: enter a fixed binary password (drawn from the seed) one bit per step; reward 1 on
+    the last step iff every bit was right. Obs is the one-hot step index, so only exploration can find the password
+    (random policy: 2**-L = 1/32). Kwarg: password_length (default 5). Optimal score: 1.0. Solved: score >= 0.9."""
 
     default_timesteps = 1_000_000
 
@@ -810,11 +808,10 @@ class Password(OceanEnv):
 
 
 class Stochastic(OceanEnv):
-    """The optimum is a mixed strategy. The obs is constant (the agent cannot tell steps
-    apart), 10 steps, 2 actions; at the last step reward = 1 - |n0/10 - p| / max(p, 1-p)
-    with p = 0.7 and n0 = number of action-0 picks. A deterministic memoryless policy plays
-    one action throughout: 1 - 0.3/0.7 = 0.571 (always 0) or 0 (always 1); only sampling
-    action 0 with probability ~0.7 does well.
+    """The optimum is a mixed strategy. The obs is constant (the agent cannot tell steps apart), 10 steps, 2
+    actions; at the last step reward = 1 - |n0/10 - p| / max(p, 1-p) with p = 0.7 and n0 = number of action-0 picks.
+    A deterministic memoryless policy plays one action throughout: 1 - 0.3/0.7 = 0.571 (always 0) or 0 (always 1);
+    only sampling action 0 with probability ~0.7 does well.
 
     Derivation of the optimum over i.i.d. policies P(a=0) = q, n0 ~ Binomial(10, q):
         E[r](q) = 1 - E|n0 - 7| / 7
@@ -856,10 +853,9 @@ class Stochastic(OceanEnv):
 
 
 class Squared(OceanEnv):
-    """Grid navigation: 7x7 grid, agent starts at the centre, one target at a uniformly
-    random other cell. Actions: stay, up, down, left, right (clamped at walls). Obs: two
-    flattened one-hot planes (agent, target), dim 98. Reward 1 and termination on reaching
-    the target, truncation after 14 steps (every target is <= 6 moves away).
+    """Grid navigation: 7x7 grid, agent starts at the centre, one target at a uniformly random other cell. Actions:
+    stay, up, down, left, right (clamped at walls). Obs: two flattened one-hot planes (agent, target), dim 98.
+    Reward 1 and termination on reaching the target, truncation after 14 steps (every target is <= 6 moves away).
     Optimal score: 1.0. Solved: score >= 0.95."""
 
     solved_score = 0.95
@@ -919,16 +915,13 @@ class Squared(OceanEnv):
 
 
 class Delay(OceanEnv):
-    """Horizon probe / delayed credit assignment. Each step shows a random cue bit (one-hot,
-    dim 2); action == cue is correct, and the reward for the decision at step t is paid at
-    step t + D (D = kwarg `delay`, default 4, >= 1), interleaved with the rewards of the
-    later decisions. An episode has 64 scored decisions (steps 0..63) plus D unscored tail
-    steps so every reward lands inside the episode (length 64 + D, ends terminated).
-    Kwarg `reward_noise` (default 0): the std of Gaussian noise added to every step's reward
-    (mean 0; the score does not see it). Score = max(0, 2 * accuracy - 1) over the 64
-    decisions (random ~0).
-    Note: GAE at gamma 0.99 / lambda 0.95 weighs a reward 64 steps out by about
-    (0.99 * 0.95)**64 ~= 0.02, so large D stresses the advantage horizon.
+    """Horizon probe / delayed credit assignment. Each step shows a random cue bit (one-hot, dim 2); action == cue
+    is correct, and the reward for the decision at step t is paid at step t + D (D = kwarg `delay`, default 4,
+    >= 1), interleaved with the rewards of the later decisions. An episode has 64 scored decisions (steps 0..63) plus D
+    unscored tail steps so every reward lands inside the episode (length 64 + D, ends terminated). Kwarg
+    `reward_noise` (default 0): the std of Gaussian noise added to every step's reward (mean 0; the score does not
+    see it). Score = max(0, 2 * accuracy - 1) over the 64 decisions (random ~0). Note: GAE at gamma 0.99 / lambda
+    0.95 weighs a reward 64 steps out by about (0.99 * 0.95)**64 ~= 0.02, so large D stresses the advantage horizon.
     Optimal score: 1.0. Solved: score >= 0.9."""
 
     default_timesteps = 1_000_000
@@ -984,13 +977,12 @@ class Delay(OceanEnv):
 
 
 class Spread(Delay):
-    """Horizon probe / credit spread thin: Delay's cues, but each decision's reward (1 if
-    action == cue) is paid in S equal parts, one at each of the S steps from the decision's
-    own on (S = kwarg `spread`, default 8), so every step pays the mean correctness of the
-    last S decisions. 64 scored decisions plus S - 1 tail steps (length 63 + S). Kwarg
-    `reward_noise` as in Delay. Score = max(0, 2 * accuracy - 1) (random ~0).
-    Note: GAE at 0.99 / 0.95 credits a decision with sum_{k<S} 0.9405^k / S of its reward
-    (0.45 at S = 32), beside the other S - 1 decisions' parts; P3O with H >= S sees it all.
+    """Horizon probe / credit spread thin: Delay's cues, but each decision's reward (1 if action == cue) is paid in
+    S equal parts, one at each of the S steps from the decision's own on (S = kwarg `spread`, default 8), so every
+    step pays the mean correctness of the last S decisions. 64 scored decisions plus S - 1 tail steps (length
+    63 + S). Kwarg `reward_noise` as in Delay. Score = max(0, 2 * accuracy - 1) (random ~0). Note: GAE at 0.99 / 0.95
+    credits a decision with sum_{k<S} 0.9405^k / S of its reward (0.45 at S = 32), beside the other S - 1 decisions'
+    parts; P3O with H >= S sees it all.
     Optimal score: 1.0. Solved: score >= 0.9."""
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
@@ -999,10 +991,10 @@ class Spread(Delay):
 
 
 class Forage(OceanEnv):
-    """Short vs long horizon: a 1-D corridor from -2 to +F (F = kwarg `forage_distance`,
-    default 16), start at 0, actions left/right. Reaching -2 ends the episode with 0.1,
-    reaching +F ends it with 1.0; truncation after 4F steps with 0. A myopic agent settles
-    for the near 0.1. Obs: one-hot position (dim F + 3). Score = reward collected (random ~0.11).
+    """Short vs long horizon: a 1-D corridor from -2 to +F (F = kwarg `forage_distance`, default 16), start at 0,
+    actions left/right. Reaching -2 ends the episode with 0.1, reaching +F ends it with 1.0; truncation after 4F
+    steps with 0. A myopic agent settles for the near 0.1. Obs: one-hot position (dim F + 3). Score = reward
+    collected (random ~0.11).
     Optimal score: 1.0. Solved: score >= 0.9."""
 
     near_pos, near_reward, far_reward = -2, 0.1, 1.0
@@ -1039,11 +1031,10 @@ class Forage(OceanEnv):
 
 
 class Mixed(OceanEnv):
-    """Rewards at two horizons at once, where one fixed gamma/lambda must compromise.
-    32 steps. Step 0 shows a "long" cue; matching it pays a bonus of 1.0 at the last step
-    (step 31). Steps 1..31 each show a fresh "short" cue; matching it pays 0.1 at once.
-    Obs: [is_step_0, cue one-hot(2)], dim 3 (the long cue is only visible at step 0).
-    Score = 0.5 * bonus_obtained + 0.5 * fraction of the 31 short cues matched (random ~0.5).
+    """Rewards at two horizons at once, where one fixed gamma/lambda must compromise. 32 steps. Step 0 shows a
+    "long" cue; matching it pays a bonus of 1.0 at the last step (step 31). Steps 1..31 each show a fresh "short"
+    cue; matching it pays 0.1 at once. Obs: [is_step_0, cue one-hot(2)], dim 3 (the long cue is only visible at
+    step 0). Score = 0.5 * bonus_obtained + 0.5 * fraction of the 31 short cues matched (random ~0.5).
     Optimal score: 1.0. Solved: score >= 0.9."""
 
     episode_steps = 32
