@@ -677,9 +677,7 @@ def train(args, checkpoint=None):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Plumbing. Everything below serves train() and the command line, none of it the algorithm: the env families,
-# torchrun's helpers, checkpoints and resume, refusals of bad input, progress and timers (evaluate.py plays runs)
-# ---------------------------------------------------------------------------------------------------------
+# Plumbing. Everything below serves train() and the command line, none of it the algorithm (evaluate.py plays runs)
 # ---------------------------------------------------------------------------------------------------------
 # Ocean environments: vectorised over envs, on the model's device, all randomness from a seeded generator.
 # Every env returns obs [N, obs_dim] float32 and takes Discrete(num_actions) actions, an int64 tensor [N] on its
