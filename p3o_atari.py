@@ -1,10 +1,8 @@
 # P3O on Atari through EnvPool: PPO with GAE replaced by a multi-horizon Gaussian value head and a precision-weighted
 # advantage (docs/algorithm.md; kernels/advantage.cu on a GPU, its PyTorch twin elsewhere). It is ppo_baseline.py
-# (CleanRL's ppo_atari_envpool.py on EnvPool 1.x) with three changes: the value head, the value loss and the advantage.
-# They sit in 14 blocks, each opened by a `P3O:` comment and closed by `# end P3O` (`# PPO:` in ppo_baseline.py, so
-# `diff ppo_baseline.py p3o_atari.py` shows them): the flags in Args, the maths below Args, the head in Agent, nine
-# in train (the rollout's storage, the advantage, the value loss and the update around them, the logs) and the flags'
-# refusals. Read top to bottom: Args, the maths, the agent, train; the plumbing is below train.
+# with three changes, the value head, the value loss and the advantage. They sit in 14 blocks opened by `P3O:` comments
+# and closed by `# end P3O` (`PPO:` in ppo_baseline.py): the flags, the maths, the head, nine in train, the refusals.
+# Read top to bottom: Args, the advantage, the agent, train; the plumbing (envs, torchrun, checkpoints) is below.
 """Usage:
     python p3o_atari.py --horizon 128                                    # Breakout-v5, 10M steps
     python p3o_atari.py --env-id Pong-v5 --seed 2 --total-timesteps 200000 --horizon 32
@@ -131,8 +129,7 @@ class Args:
 # ---------------------------------------------------------------------------------------------------------
 # ALGO LOGIC
 # ---------------------------------------------------------------------------------------------------------
-# P3O: the value head's targets and the precision-weighted advantage (docs/algorithm.md): the
-# PyTorch twin p3o_advantage, and the CUDA kernel kernels/advantage.cu that computes it on a GPU
+# P3O: the value head's targets and the advantage (docs/algorithm.md): p3o_advantage, twin of kernels/advantage.cu
 MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 # --clock: the table's rows (episode steps 0 .. 254, then one row for every later step). Each minibatch moves a cell
 # CLOCK_RATE * n / (n + CLOCK_PRIOR) of the way to the mean residual of its n decisions there: 0.01 to 0.04 on the Ocean
@@ -161,15 +158,12 @@ def episode_inside(end, horizon):
 
 
 def episode_windows(rewards, terminals, horizon, tail_mu=None):
-    """The rewards ahead of every decision, and how far ahead they are known.
-
-    targets[t, n, j] is the reward j steps after decision t: rewards[t + j, n] inside the rollout, then the
-    bootstrap predictions tail_mu[n, t + j - T] (zeros without tail_mu), and 0 after the terminal of t's
-    episode, inside the rollout and beyond it: the episode pays nothing after its end (a copy). k[t, n] counts
-    the offsets whose target is known: the horizon where the episode ends inside the rollout or tail_mu
-    continues it, else up to the rollout's last step (k = T - t, at most H). Windows never cross envs.
-    Shapes: rewards, terminals [T, N]; tail_mu [N, H] or None. Returns targets [T, N, H] and k [T, N] int64.
-    """
+    """The rewards ahead of every decision, and how far ahead they are known. targets[t, n, j] is the reward j steps
+    after decision t: rewards[t + j, n] inside the rollout, then the bootstrap predictions tail_mu[n, t + j - T] (zeros
+    without tail_mu), and 0 after the terminal of t's episode, inside the rollout and beyond it (a copy). k[t, n]
+    counts the offsets whose target is known: H where the episode ends inside the rollout or tail_mu continues it, else
+    up to the rollout's last step (T - t, at most H). Windows never cross envs.
+    Shapes: rewards, terminals [T, N]; tail_mu [N, H] or None. Returns targets [T, N, H] and k [T, N] int64."""
     T, N = rewards.shape
     beyond = tail_mu[:, : horizon - 1] if tail_mu is not None else rewards.new_zeros(N, horizon - 1)
     # Unfolded along time within each env, so the offsets j of one decision are adjacent in memory.
@@ -182,10 +176,9 @@ def episode_windows(rewards, terminals, horizon, tail_mu=None):
 
 
 def window_sum_variance(targets, valid):
-    """The variance over the batch's decisions (valid, bool) of their window sums, each the sum of a decision's known
-    targets: the window loss's unit where it is above 1. The targets are episode_windows' without a tail, 0 past each
-    decision's window, so a plain sum over the offsets is the window's. Shapes: targets [T, N, H]; valid [T, N].
-    Returns a 0-d tensor."""
+    """The variance of the window sums (a decision's known targets, summed) over the batch's decisions (valid, bool):
+    the window loss's unit where it is above 1. The targets are episode_windows' without a tail, 0 past each window.
+    Shapes: targets [T, N, H]; valid [T, N]. Returns a 0-d tensor."""
     sums = targets.sum(-1)
     return masked_mean(sums.square(), valid) - masked_mean(sums, valid).square()  # torchrun: every rank's decisions
 
@@ -201,7 +194,6 @@ def window_mu(hidden, head, window):
 
 def step_clock_table(table, clocks, residual, kept):
     """--clock, one minibatch's step: each cell c[s, j] moves by CLOCK_RATE * sum / (count + CLOCK_PRIOR), the sum and
-    the
     count of the kept residuals (reward less mu, the table's part included) j steps after the minibatch's decisions
     made s steps into their episode: toward the cell's mean residual, less far where few decisions reach it.
     Shapes: table [CLOCK_ROWS, H]; clocks [B]; residual, kept [B, H]. Changes table in place."""
@@ -277,8 +269,7 @@ def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
 def tie_z(rewards, terminals, mu, tail_mu, score, valid):
     """z[j] = |corr(target[j] - mu[j], score)| * sqrt(n) over the batch's n decisions (valid): how surely the action
     moves the reward j steps ahead, with score its centred log-prob (about |N(0, 1)| where nothing ties them). The
-    targets are episode_windows' with the tail, built a block of envs at a time, so the temporaries stay at a
-    few MB (on the CPU every fresh page of a large temporary costs a fault).
+    targets are episode_windows' with the tail, a block of envs at a time: on the CPU every fresh page costs a fault.
     Shapes: rewards, terminals, score, valid [T, N]; mu [T, N, H]; tail_mu [N, H]. Returns z [H]."""
     T, N, H = mu.shape
     score = torch.where(valid, score, 0.0)
@@ -383,8 +374,7 @@ class Agent(nn.Module):
         return self.clock_table.index_select(0, clock.clamp(0, CLOCK_ROWS - 1).reshape(-1)).view(*clock.shape, -1)
 
     def get_action_and_value(self, x, action=None, hidden=None, value_rows=None):
-        # the update passes the features it computed
-        hidden = self.network(x.float() / self.obs_scale) if hidden is None else hidden
+        hidden = self.network(x.float() / self.obs_scale) if hidden is None else hidden  # the update passes its own
         logits = self.actor(hidden)
         probs = Categorical(logits=logits)
         if action is None:
@@ -508,8 +498,7 @@ def train(args, checkpoint=None):
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                # P3O: store the predicted rewards, and each decision's clock
-                # the env's count of the episode's decisions
+                # P3O: store the predicted rewards and each decision's clock, the env's count of the episode's decisions
                 clocks[step] = torch.as_tensor(envs.episode_length, device=device)
                 action, logprob, entropy, value = agent.get_action_and_value(next_obs)
                 mus[step] = value + agent.clock_mu(clocks[step])
@@ -533,8 +522,7 @@ def train(args, checkpoint=None):
         # P3O: the advantage, with no gamma: a weight per offset, learned
         with torch.no_grad():
             real = valid.bool()
-            # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail), and the
-            # episode's zeros after its end.
+            # Value targets: the real rewards ahead inside the rollout (never the tail), zeros after the episode's end.
             value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
             value_window = value_window * real
             window_var = window_sum_variance(value_targets, real)  # the window loss's unit, where above 1
@@ -577,8 +565,7 @@ def train(args, checkpoint=None):
                 mb_inds = b_inds[start:end]
                 mb_valid = b_valid[mb_inds]
                 # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
-                # P3O: mu of the first value_rows decisions, the ones the value loss reads (--value-fraction), and the
-                # trunk's features, which the window loss reads too
+                # P3O: the trunk's features (the window loss reads them too) and mu of the first value_rows decisions
                 hidden = agent.get_features(b_obs.index_select(0, mb_inds))
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(
                     None, b_actions[mb_inds], hidden=hidden, value_rows=value_rows)
@@ -604,8 +591,7 @@ def train(args, checkpoint=None):
                 pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mb_valid)
 
                 # P3O: value loss, the Gaussian NLL of each real reward ahead under N(mu[j], sigma[j]^2), summed over
-                # the kept (decision, offset) pairs and divided by the pairs inside the episodes: the known zeros that
-                # pad a window past its terminal must not dilute it as H grows
+                # the kept pairs over the pairs inside the episodes: zeros past a terminal must not dilute it as H grows
                 v_inds = mb_inds[:value_rows]  # the value loss's decisions, the first of the minibatch's random order
                 clock_mu = agent.clock_mu(b_clocks[v_inds])  # --clock's table (0 without it), read by both losses below
                 newvalue = newvalue + clock_mu
@@ -723,9 +709,7 @@ def train(args, checkpoint=None):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Plumbing. Everything below serves train() and the command line, none of it the algorithm: the env families,
-# torchrun's helpers, checkpoints and resume, refusals of bad input, progress and timers (evaluate.py plays runs)
-# ---------------------------------------------------------------------------------------------------------
+# Plumbing. Everything below serves train() and the command line, none of it the algorithm (evaluate.py plays runs)
 # ---------------------------------------------------------------------------------------------------------
 # Env families: EnvPool Atari, Gymnasium (MinAtar, ...), and the Ocean envs of p3o_ocean.py
 # ---------------------------------------------------------------------------------------------------------
@@ -1160,12 +1144,13 @@ def check_args(args):
     # end P3O
     # torchrun: each rank steps num_envs / WORLD_SIZE envs, and with NCCL each rank needs a GPU of its own
     world_size, local_world_size = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    rank_batch = args.num_envs // world_size * args.num_steps
     if args.num_envs % world_size != 0:
         errors.append(f"--num-envs {args.num_envs} must be divisible by the world size {world_size}: "
                       "each rank steps num_envs / world_size envs")
-    elif args.num_minibatches >= 1 and (args.num_envs // world_size * args.num_steps) % args.num_minibatches != 0:
+    elif world_size > 1 and args.num_minibatches >= 1 and rank_batch % args.num_minibatches != 0:  # plain runs: above
         errors.append(f"--num-minibatches {args.num_minibatches} must divide each rank's batch, "
-                      f"--num-envs / world size x --num-steps = {args.num_envs // world_size * args.num_steps}")
+                      f"--num-envs / world size x --num-steps = {rank_batch}")
     if world_size > 1 and dist_backend(args) not in ("nccl", "gloo"):
         errors.append(f"P3O_DIST_BACKEND={dist_backend(args)!r}: nccl or gloo")
     elif world_size > 1 and dist_backend(args) == "nccl" and local_world_size > torch.cuda.device_count():

@@ -132,8 +132,7 @@ class Args:
 # ---------------------------------------------------------------------------------------------------------
 # ALGO LOGIC
 # ---------------------------------------------------------------------------------------------------------
-# P3O: the value head's targets and the precision-weighted advantage (docs/algorithm.md): the
-# PyTorch twin p3o_advantage, and the CUDA kernel kernels/advantage.cu that computes it on a GPU
+# P3O: the value head's targets and the advantage (docs/algorithm.md): p3o_advantage, twin of kernels/advantage.cu
 MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
 # --clock: the table's rows (episode steps 0 .. 254, then one row for every later step). Each minibatch moves a cell
 # CLOCK_RATE * n / (n + CLOCK_PRIOR) of the way to the mean residual of its n decisions there: 0.01 to 0.04 on the Ocean
@@ -162,15 +161,12 @@ def episode_inside(end, horizon):
 
 
 def episode_windows(rewards, terminals, horizon, tail_mu=None):
-    """The rewards ahead of every decision, and how far ahead they are known.
-
-    targets[t, n, j] is the reward j steps after decision t: rewards[t + j, n] inside the rollout, then the
-    bootstrap predictions tail_mu[n, t + j - T] (zeros without tail_mu), and 0 after the terminal of t's
-    episode, inside the rollout and beyond it: the episode pays nothing after its end (a copy). k[t, n] counts
-    the offsets whose target is known: the horizon where the episode ends inside the rollout or tail_mu
-    continues it, else up to the rollout's last step (k = T - t, at most H). Windows never cross envs.
-    Shapes: rewards, terminals [T, N]; tail_mu [N, H] or None. Returns targets [T, N, H] and k [T, N] int64.
-    """
+    """The rewards ahead of every decision, and how far ahead they are known. targets[t, n, j] is the reward j steps
+    after decision t: rewards[t + j, n] inside the rollout, then the bootstrap predictions tail_mu[n, t + j - T] (zeros
+    without tail_mu), and 0 after the terminal of t's episode, inside the rollout and beyond it (a copy). k[t, n]
+    counts the offsets whose target is known: H where the episode ends inside the rollout or tail_mu continues it, else
+    up to the rollout's last step (T - t, at most H). Windows never cross envs.
+    Shapes: rewards, terminals [T, N]; tail_mu [N, H] or None. Returns targets [T, N, H] and k [T, N] int64."""
     T, N = rewards.shape
     beyond = tail_mu[:, : horizon - 1] if tail_mu is not None else rewards.new_zeros(N, horizon - 1)
     # Unfolded along time within each env, so the offsets j of one decision are adjacent in memory.
@@ -183,10 +179,9 @@ def episode_windows(rewards, terminals, horizon, tail_mu=None):
 
 
 def window_sum_variance(targets, valid):
-    """The variance over the batch's decisions (valid, bool) of their window sums, each the sum of a decision's known
-    targets: the window loss's unit where it is above 1. The targets are episode_windows' without a tail, 0 past each
-    decision's window, so a plain sum over the offsets is the window's. Shapes: targets [T, N, H]; valid [T, N].
-    Returns a 0-d tensor."""
+    """The variance of the window sums (a decision's known targets, summed) over the batch's decisions (valid, bool):
+    the window loss's unit where it is above 1. The targets are episode_windows' without a tail, 0 past each window.
+    Shapes: targets [T, N, H]; valid [T, N]. Returns a 0-d tensor."""
     sums = targets.sum(-1)
     return masked_mean(sums.square(), valid) - masked_mean(sums, valid).square()  # torchrun: every rank's decisions
 
@@ -202,7 +197,6 @@ def window_mu(hidden, head, window):
 
 def step_clock_table(table, clocks, residual, kept):
     """--clock, one minibatch's step: each cell c[s, j] moves by CLOCK_RATE * sum / (count + CLOCK_PRIOR), the sum and
-    the
     count of the kept residuals (reward less mu, the table's part included) j steps after the minibatch's decisions
     made s steps into their episode: toward the cell's mean residual, less far where few decisions reach it.
     Shapes: table [CLOCK_ROWS, H]; clocks [B]; residual, kept [B, H]. Changes table in place."""
@@ -278,8 +272,7 @@ def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
 def tie_z(rewards, terminals, mu, tail_mu, score, valid):
     """z[j] = |corr(target[j] - mu[j], score)| * sqrt(n) over the batch's n decisions (valid): how surely the action
     moves the reward j steps ahead, with score its centred log-prob (about |N(0, 1)| where nothing ties them). The
-    targets are episode_windows' with the tail, built a block of envs at a time, so the temporaries stay at a
-    few MB (on the CPU every fresh page of a large temporary costs a fault).
+    targets are episode_windows' with the tail, a block of envs at a time: on the CPU every fresh page costs a fault.
     Shapes: rewards, terminals, score, valid [T, N]; mu [T, N, H]; tail_mu [N, H]. Returns z [H]."""
     T, N, H = mu.shape
     score = torch.where(valid, score, 0.0)
@@ -475,8 +468,7 @@ def train(args, checkpoint=None):
 
             # ALGO LOGIC: action logic
             with torch.no_grad():
-                # P3O: store the predicted rewards, and each decision's clock
-                # the env's count of the episode's decisions
+                # P3O: store the predicted rewards and each decision's clock, the env's count of the episode's decisions
                 clocks[step] = torch.as_tensor(envs.episode_length, device=device)
                 action, logprob, entropy, value = agent.get_action_and_value(next_obs)
                 mus[step] = value + agent.clock_mu(clocks[step])
@@ -500,8 +492,7 @@ def train(args, checkpoint=None):
         # P3O: the advantage, with no gamma: a weight per offset, learned
         with torch.no_grad():
             real = valid.bool()
-            # Value targets: the real rewards ahead, inside the episode and the rollout (never the tail), and the
-            # episode's zeros after its end.
+            # Value targets: the real rewards ahead inside the rollout (never the tail), zeros after the episode's end.
             value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
             value_window = value_window * real
             window_var = window_sum_variance(value_targets, real)  # the window loss's unit, where above 1
@@ -544,8 +535,7 @@ def train(args, checkpoint=None):
                 mb_inds = b_inds[start:end]
                 mb_valid = b_valid[mb_inds]
                 # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
-                # P3O: mu of the first value_rows decisions, the ones the value loss reads (--value-fraction), and the
-                # trunk's features, which the window loss reads too
+                # P3O: the trunk's features (the window loss reads them too) and mu of the first value_rows decisions
                 hidden = agent.get_features(b_obs.index_select(0, mb_inds))
                 _, newlogprob, entropy, newvalue = agent.get_action_and_value(
                     None, b_actions[mb_inds], hidden=hidden, value_rows=value_rows)
@@ -571,8 +561,7 @@ def train(args, checkpoint=None):
                 pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mb_valid)
 
                 # P3O: value loss, the Gaussian NLL of each real reward ahead under N(mu[j], sigma[j]^2), summed over
-                # the kept (decision, offset) pairs and divided by the pairs inside the episodes: the known zeros that
-                # pad a window past its terminal must not dilute it as H grows
+                # the kept pairs over the pairs inside the episodes: zeros past a terminal must not dilute it as H grows
                 v_inds = mb_inds[:value_rows]  # the value loss's decisions, the first of the minibatch's random order
                 clock_mu = agent.clock_mu(b_clocks[v_inds])  # --clock's table (0 without it), read by both losses below
                 newvalue = newvalue + clock_mu
@@ -690,9 +679,7 @@ def train(args, checkpoint=None):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Plumbing. Everything below serves train() and the command line, none of it the algorithm: the env families,
-# torchrun's helpers, checkpoints and resume, refusals of bad input, progress and timers (evaluate.py plays runs)
-# ---------------------------------------------------------------------------------------------------------
+# Plumbing. Everything below serves train() and the command line, none of it the algorithm (evaluate.py plays runs)
 # ---------------------------------------------------------------------------------------------------------
 # Ocean environments: vectorised over envs, on the model's device, all randomness from a seeded generator.
 # Every env returns obs [N, obs_dim] float32 and takes Discrete(num_actions) actions, an int64 tensor [N] on its
@@ -756,9 +743,8 @@ class OceanEnv:
 
 
 class Bandit(OceanEnv):
-    """Noisy one-step credit assignment: 4 Bernoulli arms with success probabilities
-    [0.2, 0.4, 0.6, 0.8], permuted once by the seed. Tests that the agent can average
-    out reward noise. Score 1 iff the best arm was pulled.
+    """Noisy one-step credit assignment: 4 Bernoulli arms with success probabilities [0.2, 0.4, 0.6, 0.8], permuted
+    once by the seed. Tests that the agent can average out reward noise. Score 1 iff the best arm was pulled.
     Optimal score: 1.0 (random policy 0.25). Solved: score >= 0.9."""
 
     default_timesteps = 1_000_000
@@ -788,10 +774,9 @@ class Bandit(OceanEnv):
 
 
 class Password(OceanEnv):
-    """Sparse-reward exploration: enter a fixed binary password (drawn from the seed) one
-    bit per step; reward 1 on the last step iff every bit was right. Obs is the one-hot
-    step index, so only exploration can find the password (random policy: 2**-L = 1/32).
-    Kwarg: password_length (default 5). Optimal score: 1.0. Solved: score >= 0.9."""
+    """Sparse-reward exploration: enter a fixed binary password (drawn from the seed) one bit per step; reward 1 on
+    the last step iff every bit was right. Obs is the one-hot step index, so only exploration can find the password
+    (random policy: 2**-L = 1/32). Kwarg: password_length (default 5). Optimal score: 1.0. Solved: score >= 0.9."""
 
     default_timesteps = 1_000_000
 
@@ -823,11 +808,10 @@ class Password(OceanEnv):
 
 
 class Stochastic(OceanEnv):
-    """The optimum is a mixed strategy. The obs is constant (the agent cannot tell steps
-    apart), 10 steps, 2 actions; at the last step reward = 1 - |n0/10 - p| / max(p, 1-p)
-    with p = 0.7 and n0 = number of action-0 picks. A deterministic memoryless policy plays
-    one action throughout: 1 - 0.3/0.7 = 0.571 (always 0) or 0 (always 1); only sampling
-    action 0 with probability ~0.7 does well.
+    """The optimum is a mixed strategy. The obs is constant (the agent cannot tell steps apart), 10 steps, 2
+    actions; at the last step reward = 1 - |n0/10 - p| / max(p, 1-p) with p = 0.7 and n0 = number of action-0 picks.
+    A deterministic memoryless policy plays one action throughout: 1 - 0.3/0.7 = 0.571 (always 0) or 0 (always 1);
+    only sampling action 0 with probability ~0.7 does well.
 
     Derivation of the optimum over i.i.d. policies P(a=0) = q, n0 ~ Binomial(10, q):
         E[r](q) = 1 - E|n0 - 7| / 7
@@ -869,10 +853,9 @@ class Stochastic(OceanEnv):
 
 
 class Squared(OceanEnv):
-    """Grid navigation: 7x7 grid, agent starts at the centre, one target at a uniformly
-    random other cell. Actions: stay, up, down, left, right (clamped at walls). Obs: two
-    flattened one-hot planes (agent, target), dim 98. Reward 1 and termination on reaching
-    the target, truncation after 14 steps (every target is <= 6 moves away).
+    """Grid navigation: 7x7 grid, agent starts at the centre, one target at a uniformly random other cell. Actions:
+    stay, up, down, left, right (clamped at walls). Obs: two flattened one-hot planes (agent, target), dim 98.
+    Reward 1 and termination on reaching the target, truncation after 14 steps (every target is <= 6 moves away).
     Optimal score: 1.0. Solved: score >= 0.95."""
 
     solved_score = 0.95
@@ -932,16 +915,13 @@ class Squared(OceanEnv):
 
 
 class Delay(OceanEnv):
-    """Horizon probe / delayed credit assignment. Each step shows a random cue bit (one-hot,
-    dim 2); action == cue is correct, and the reward for the decision at step t is paid at
-    step t + D (D = kwarg `delay`, default 4, >= 1), interleaved with the rewards of the
-    later decisions. An episode has 64 scored decisions (steps 0..63) plus D unscored tail
-    steps so every reward lands inside the episode (length 64 + D, ends terminated).
-    Kwarg `reward_noise` (default 0): the std of Gaussian noise added to every step's reward
-    (mean 0; the score does not see it). Score = max(0, 2 * accuracy - 1) over the 64
-    decisions (random ~0).
-    Note: GAE at gamma 0.99 / lambda 0.95 weighs a reward 64 steps out by about
-    (0.99 * 0.95)**64 ~= 0.02, so large D stresses the advantage horizon.
+    """Horizon probe / delayed credit assignment. Each step shows a random cue bit (one-hot, dim 2); action == cue
+    is correct, and the reward for the decision at step t is paid at step t + D (D = kwarg `delay`, default 4,
+    >= 1), interleaved with the rewards of the later decisions. An episode has 64 scored decisions (steps 0..63) plus D
+    unscored tail steps so every reward lands inside the episode (length 64 + D, ends terminated). Kwarg
+    `reward_noise` (default 0): the std of Gaussian noise added to every step's reward (mean 0; the score does not
+    see it). Score = max(0, 2 * accuracy - 1) over the 64 decisions (random ~0). Note: GAE at gamma 0.99 / lambda
+    0.95 weighs a reward 64 steps out by about (0.99 * 0.95)**64 ~= 0.02, so large D stresses the advantage horizon.
     Optimal score: 1.0. Solved: score >= 0.9."""
 
     default_timesteps = 1_000_000
@@ -997,13 +977,12 @@ class Delay(OceanEnv):
 
 
 class Spread(Delay):
-    """Horizon probe / credit spread thin: Delay's cues, but each decision's reward (1 if
-    action == cue) is paid in S equal parts, one at each of the S steps from the decision's
-    own on (S = kwarg `spread`, default 8), so every step pays the mean correctness of the
-    last S decisions. 64 scored decisions plus S - 1 tail steps (length 63 + S). Kwarg
-    `reward_noise` as in Delay. Score = max(0, 2 * accuracy - 1) (random ~0).
-    Note: GAE at 0.99 / 0.95 credits a decision with sum_{k<S} 0.9405^k / S of its reward
-    (0.45 at S = 32), beside the other S - 1 decisions' parts; P3O with H >= S sees it all.
+    """Horizon probe / credit spread thin: Delay's cues, but each decision's reward (1 if action == cue) is paid in
+    S equal parts, one at each of the S steps from the decision's own on (S = kwarg `spread`, default 8), so every
+    step pays the mean correctness of the last S decisions. 64 scored decisions plus S - 1 tail steps (length
+    63 + S). Kwarg `reward_noise` as in Delay. Score = max(0, 2 * accuracy - 1) (random ~0). Note: GAE at 0.99 / 0.95
+    credits a decision with sum_{k<S} 0.9405^k / S of its reward (0.45 at S = 32), beside the other S - 1 decisions'
+    parts; P3O with H >= S sees it all.
     Optimal score: 1.0. Solved: score >= 0.9."""
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
@@ -1012,10 +991,10 @@ class Spread(Delay):
 
 
 class Forage(OceanEnv):
-    """Short vs long horizon: a 1-D corridor from -2 to +F (F = kwarg `forage_distance`,
-    default 16), start at 0, actions left/right. Reaching -2 ends the episode with 0.1,
-    reaching +F ends it with 1.0; truncation after 4F steps with 0. A myopic agent settles
-    for the near 0.1. Obs: one-hot position (dim F + 3). Score = reward collected (random ~0.11).
+    """Short vs long horizon: a 1-D corridor from -2 to +F (F = kwarg `forage_distance`, default 16), start at 0,
+    actions left/right. Reaching -2 ends the episode with 0.1, reaching +F ends it with 1.0; truncation after 4F
+    steps with 0. A myopic agent settles for the near 0.1. Obs: one-hot position (dim F + 3). Score = reward
+    collected (random ~0.11).
     Optimal score: 1.0. Solved: score >= 0.9."""
 
     near_pos, near_reward, far_reward = -2, 0.1, 1.0
@@ -1052,11 +1031,10 @@ class Forage(OceanEnv):
 
 
 class Mixed(OceanEnv):
-    """Rewards at two horizons at once, where one fixed gamma/lambda must compromise.
-    32 steps. Step 0 shows a "long" cue; matching it pays a bonus of 1.0 at the last step
-    (step 31). Steps 1..31 each show a fresh "short" cue; matching it pays 0.1 at once.
-    Obs: [is_step_0, cue one-hot(2)], dim 3 (the long cue is only visible at step 0).
-    Score = 0.5 * bonus_obtained + 0.5 * fraction of the 31 short cues matched (random ~0.5).
+    """Rewards at two horizons at once, where one fixed gamma/lambda must compromise. 32 steps. Step 0 shows a
+    "long" cue; matching it pays a bonus of 1.0 at the last step (step 31). Steps 1..31 each show a fresh "short"
+    cue; matching it pays 0.1 at once. Obs: [is_step_0, cue one-hot(2)], dim 3 (the long cue is only visible at
+    step 0). Score = 0.5 * bonus_obtained + 0.5 * fraction of the 31 short cues matched (random ~0.5).
     Optimal score: 1.0. Solved: score >= 0.9."""
 
     episode_steps = 32

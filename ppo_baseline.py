@@ -2,7 +2,7 @@
 # CleanRL's ppo_atari_envpool.py (https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_envpoolpy), ported to
 # EnvPool 1.x, with the step after a done (an autoreset step whose action EnvPool ignores) masked out of every
 # loss. `diff ppo_baseline.py p3o_atari.py` shows P3O: the blocks opened by `PPO:` comments here and `P3O:` there.
-# Read top to bottom: Args, GAE, the agent, train; the plumbing (envs, torchrun, checkpoints) is below.
+# Read top to bottom: Args, the advantage, the agent, train; the plumbing (envs, torchrun, checkpoints) is below.
 """Usage:
     python ppo_baseline.py                                               # Breakout-v5, 10M steps
     python ppo_baseline.py --env-id Pong-v5 --seed 2 --total-timesteps 200000
@@ -480,9 +480,7 @@ def train(args, checkpoint=None):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Plumbing. Everything below serves train() and the command line, none of it the algorithm: the env families,
-# torchrun's helpers, checkpoints and resume, refusals of bad input, progress and timers (evaluate.py plays runs)
-# ---------------------------------------------------------------------------------------------------------
+# Plumbing. Everything below serves train() and the command line, none of it the algorithm (evaluate.py plays runs)
 # ---------------------------------------------------------------------------------------------------------
 # Env families: EnvPool Atari, Gymnasium (MinAtar, ...), and the Ocean envs of p3o_ocean.py
 # ---------------------------------------------------------------------------------------------------------
@@ -912,12 +910,13 @@ def check_args(args):
     # end PPO
     # torchrun: each rank steps num_envs / WORLD_SIZE envs, and with NCCL each rank needs a GPU of its own
     world_size, local_world_size = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    rank_batch = args.num_envs // world_size * args.num_steps
     if args.num_envs % world_size != 0:
         errors.append(f"--num-envs {args.num_envs} must be divisible by the world size {world_size}: "
                       "each rank steps num_envs / world_size envs")
-    elif args.num_minibatches >= 1 and (args.num_envs // world_size * args.num_steps) % args.num_minibatches != 0:
+    elif world_size > 1 and args.num_minibatches >= 1 and rank_batch % args.num_minibatches != 0:  # plain runs: above
         errors.append(f"--num-minibatches {args.num_minibatches} must divide each rank's batch, "
-                      f"--num-envs / world size x --num-steps = {args.num_envs // world_size * args.num_steps}")
+                      f"--num-envs / world size x --num-steps = {rank_batch}")
     if world_size > 1 and dist_backend(args) not in ("nccl", "gloo"):
         errors.append(f"P3O_DIST_BACKEND={dist_backend(args)!r}: nccl or gloo")
     elif world_size > 1 and dist_backend(args) == "nccl" and local_world_size > torch.cuda.device_count():
