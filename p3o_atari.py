@@ -1,7 +1,7 @@
 # P3O on Atari through EnvPool: PPO with GAE replaced by a multi-horizon Gaussian value head and a precision-weighted
 # advantage (docs/algorithm.md; kernels/advantage.cu on a GPU, its PyTorch twin elsewhere). It is ppo_baseline.py
 # with three changes, the value head, the value loss and the advantage. They sit in 14 blocks opened by `P3O:` comments
-# and closed by `# end P3O` (`PPO:` in ppo_baseline.py): the flags, the maths, the head, nine in train, the refusals.
+# and closed by `# end P3O` (`PPO:` in ppo_baseline.py): the flags, the maths, the head, ten in train, the refusals.
 # Read top to bottom: Args, the advantage, the agent, train; the plumbing (envs, torchrun, checkpoints) is below.
 """Usage:
     python p3o_atari.py --horizon 128                                    # Breakout-v5, 10M steps

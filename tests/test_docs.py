@@ -98,3 +98,22 @@ def test_the_removed_flags_are_gone_from_the_scripts():
 def test_no_users_text_names_a_removed_flag_or_part(path):
     text = path.read_text() if path.suffix == ".md" else comments_and_docstrings(path)
     assert not mentions(text, REMOVED_FLAGS + REMOVED_NAMES), mentions(text, REMOVED_FLAGS + REMOVED_NAMES)
+
+
+def test_the_header_and_the_readme_count_the_p3o_blocks_as_the_code_has_them():
+    """p3o_atari.py's header says how many `P3O:` blocks it has and how many sit in train; the README repeats the
+    total. Both are counted from the code, so a block added or removed without the text fails here."""
+    import ast
+
+    text = (ROOT / "p3o_atari.py").read_text()
+    lines = text.splitlines()
+    opened = [number for number, line in enumerate(lines, 1) if line.lstrip().startswith("# P3O:")]
+    assert len(opened) == sum(line.strip() == "# end P3O" for line in lines)
+    train = next(node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef) and node.name == "train")
+    in_train = sum(train.lineno <= number <= train.end_lineno for number in opened)
+    words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
+    header = " ".join(line.lstrip("# ") for line in lines[:6])
+    assert f"They sit in {len(opened)} blocks" in header, header
+    assert f"{words[in_train]} in train" in header, (in_train, header)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"differs from `ppo_baseline.py` in {len(opened)} blocks" in readme
