@@ -298,11 +298,7 @@ def test_minatar_report_compares_p3o_with_each_games_best_gamma(tmp_path, monkey
     rows = [{"game": g, "arm": a, "seed": str(s), "steps": 5_000_000, "final_return": v, "sps": 1000.0, "explained_variance": "", "tied_offsets": "", "machine": "here"}
             for (g, a), values in finals.items() for s, v in enumerate(values, 1)]
     minatar_study.append_rows(tmp_path / "minatar_runs.csv", rows, minatar_study.FIELDS)
-    for name in ("RESULTS", "RUNS_CSV", "CURVES_CSV", "WEIGHTS_CSV"):  # main() points these at --results: put them back after
-        monkeypatch.setattr(minatar_study, name, getattr(minatar_study, name))
-    monkeypatch.setattr(sys, "argv", ["minatar_study.py", "report", "--results", str(tmp_path)])
-    minatar_study.main()
-    out = capsys.readouterr().out
+    out = report_output(tmp_path, monkeypatch, capsys)
     assert "Asterix: p3o_h128 - ppo_0.9 (best PPO) = -11.00" in out
     assert "Freeway: p3o_h128 - ppo_0.99 (best PPO) = -31.00" in out
     assert "p3o_h128: mean score normalised by each game's best PPO gamma (ppo_0.9, ppo_0.99) 0.500" in out  # (11/22 + 31/62) / 2
@@ -328,15 +324,9 @@ def test_minatar_report_prints_the_readmes_table_and_score_from_the_committed_ru
     normalised by PPO's best arm (0.660 at H = 128) and by PPO at 0.99 / 0.95 (0.890); its figures go to tmp_path."""
     import shutil
 
-    import minatar_study
-
     for name in ("minatar_runs.csv", "minatar_curves.csv", "minatar_weights.csv"):
         shutil.copy(ROOT / "benchmarks" / "results" / name, tmp_path / name)
-    for name in ("RESULTS", "RUNS_CSV", "CURVES_CSV", "WEIGHTS_CSV"):  # main() points these at --results: put them back after
-        monkeypatch.setattr(minatar_study, name, getattr(minatar_study, name))
-    monkeypatch.setattr(sys, "argv", ["minatar_study.py", "report", "--results", str(tmp_path)])
-    minatar_study.main()
-    out = capsys.readouterr().out
+    out = report_output(tmp_path, monkeypatch, capsys)
     assert "| P3O H = 128 | 23.70 +- 4.02 (5) | 8.20 +- 3.99 (4) | 60.20 +- 0.69 (4) | 9.17 +- 7.53 (5) | 78.11 +- 20.15 (3) |" in out
     assert "| PPO's best arm | 29.16 +- 6.01 (0.99 / 0.8; 3) |" in out
     scores = re.search(r"P3O H = 128: ([\d.]+) \[([\d.]+), ([\d.]+)\] by PPO's best arm, ([\d.]+) \[", out)
@@ -345,3 +335,15 @@ def test_minatar_report_prints_the_readmes_table_and_score_from_the_committed_ru
     assert abs(point - 0.660) <= 0.0005 and low < point < high
     assert abs(by_099 - 0.8895) <= 0.001
     assert (tmp_path / "minatar_curves.png").exists()
+
+
+def report_output(results, monkeypatch, capsys):
+    """What `python benchmarks/minatar_study.py report --results RESULTS` prints. main() points the module's paths at
+    --results: the monkeypatch puts them back after the test."""
+    import minatar_study
+
+    for name in ("RESULTS", "RUNS_CSV", "CURVES_CSV", "WEIGHTS_CSV"):
+        monkeypatch.setattr(minatar_study, name, getattr(minatar_study, name))
+    monkeypatch.setattr(sys, "argv", ["minatar_study.py", "report", "--results", str(results)])
+    minatar_study.main()
+    return capsys.readouterr().out
