@@ -1078,18 +1078,15 @@ class Mixed(OceanEnv):
 
 
 class Choice(OceanEnv):
-    """Horizon probe / near-small against far-large. An episode is 4 rounds of D + 1 steps
-    (D = kwarg `choice_distance`, default 16). A round's first step shows a choice flag:
-    action 0 takes 0.7 at once (kwarg `choice_near_reward`), action 1 takes 1.0 paid D steps
-    later, at the round's last step. Each of the round's other D steps shows a fresh cue;
-    matching it pays 0.1 at once, so other decisions' rewards lie in between. Obs: [is_choice_step, cue one-hot(2),
-    far_pending], dim 4: what is owed is in the state, so a critic (and a rollout's tail) can
-    value it; the test is the credit, not memory.
-    Score = the share of the episode's rounds that chose far (random ~0.5, always near 0).
-    Note: PPO at gamma 0.99 values the far reward at 0.99^D (0.38 at D = 96), below the near
-    0.7, and learns to choose near; the episode (4D + 4 steps) outlasts a 128-step rollout
-    from D = 31 on, so a round's payoff often lies past the rollout's end.
-    Optimal score: 1.0. Solved: score >= 0.9."""
+    """Horizon probe / near-small against far-large. An episode is 4 rounds of D + 1 steps (D = kwarg `choice_distance`,
+    default 16). A round's first step shows a choice flag: action 0 takes 0.7 at once (kwarg `choice_near_reward`),
+    action 1 takes 1.0 paid D steps later, at the round's last step. Each of the round's other D steps shows a fresh
+    cue; matching it pays 0.1 at once, so other decisions' rewards lie in between. Obs: [is_choice_step, cue one-hot(2),
+    far_pending], dim 4: what is owed is in the state, so a critic (and a rollout's tail) can value it; the test is the
+    credit, not memory. Score = the share of the episode's rounds that chose far (random ~0.5, always near 0). Note: PPO
+    at gamma 0.99 values the far reward at 0.99^D (0.38 at D = 96), below the near 0.7, and learns to choose near; the
+    episode (4D + 4 steps) outlasts a 128-step rollout from D = 31 on, so a round's payoff often lies past the rollout's
+    end. Optimal score: 1.0. Solved: score >= 0.9."""
 
     rounds = 4
     near_reward, far_reward, cue_reward = 0.7, 1.0, 0.1
