@@ -41,13 +41,12 @@ def main():
         return out
 
     def recording_tie_z(rewards, terminals, mu, tail_mu, score, valid):
-        actions = torch.stack(rollout["actions"][-len(rewards):])
-        far = torch.stack(rollout["logprobs"][-len(rewards):]).exp()  # pi of the taken action
-        far = torch.where(actions == 1, far, 1 - far)  # pi(far)
+        if opts.score == "logit":
+            actions = torch.stack(rollout["actions"][-len(rewards):])
+            taken = torch.stack(rollout["logprobs"][-len(rewards):]).exp()  # pi of the taken action
+            score = (actions == 1).float() - torch.where(actions == 1, taken, 1 - taken)  # 1[a = far] - pi(far)
         rollout["actions"].clear()
         rollout["logprobs"].clear()
-        if opts.score == "logit":
-            score = (actions == 1).float() - far
         z = tie_z(rewards, terminals, mu, tail_mu, score, valid)
         zs.append(z)
         return z
