@@ -506,8 +506,7 @@ def train(args, checkpoint=None):
             keep = tie_z(rewards, terminals, mus, tail_mu, logprobs + entropies, real) > TIE_Z
             advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.td_lambda, keep) * valid
         # end P3O
-        bad = first_nonfinite(rewards=rewards, advantages=advantages)
-        if bad:
+        if bad := first_nonfinite(rewards=rewards, advantages=advantages):
             stop_nonfinite(f"{bad} in the advantage", snapshot(iteration - 1, global_step - args.batch_size), writer,
                            rank)
         timer.lap("advantage")
@@ -598,8 +597,7 @@ def train(args, checkpoint=None):
                 grad_norm = nn.utils.clip_grad_norm_(clipped, args.max_grad_norm)
                 # end P3O
                 grad_norms += [grad_norm]
-                bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
-                if bad:
+                if bad := first_nonfinite(loss=loss, grad_norm=grad_norm):
                     stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // minibatch_size})",
                                    snapshot(iteration - 1, global_step - args.batch_size), writer, rank)
                 optimizer.step()
@@ -610,8 +608,8 @@ def train(args, checkpoint=None):
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
-        bad = first_nonfinite(**dict(agent.named_parameters()))
-        if bad:  # finite loss and gradients, yet the step overflowed: the last checkpoint is the last good state
+        if bad := first_nonfinite(**dict(agent.named_parameters())):
+            # finite loss and gradients, yet the step overflowed: the last checkpoint is the last good state
             writer.close()
             sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration "
                      f"{iteration}; last good state: runs/{run_name}/checkpoint.pt")
@@ -1206,8 +1204,7 @@ def claim_run_folder(run_name):
             name = f"{run_name}-{copy}"
 
 
-def checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, envs, next_obs, next_valid,
-                     history):
+def checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, envs, next_obs, next_valid, history):
     """A checkpoint's content: what --resume needs to continue the run after `iteration`. Every rank calls it: the
     envs and random numbers of ranks 1, 2, ... (torchrun) go under "ranks", on the CPU."""
     def on_cpu(value):  # what travels between ranks travels on the CPU
