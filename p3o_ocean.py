@@ -1,8 +1,7 @@
-# P3O on the Ocean suite: small vectorised PyTorch environments that train in seconds to minutes.
-# The algorithm is docs/algorithm.md: PPO with GAE replaced by a multi-horizon Gaussian value head and a
-# precision-weighted advantage (kernels/advantage.cu on a GPU, its PyTorch twin `p3o_advantage` elsewhere).
-# The maths and train are p3o_atari.py's, text for text; the Ocean envs (make_envs) and the plumbing are below
-# train.
+# P3O on the Ocean suite: small vectorised PyTorch environments that train in seconds to minutes. The algorithm is
+# docs/algorithm.md: PPO with GAE replaced by a multi-horizon Gaussian value head and a precision-weighted advantage
+# (kernels/advantage.cu on a GPU, its PyTorch twin `p3o_advantage` elsewhere). The maths and train are p3o_atari.py's,
+# text for text; the Ocean envs (make_envs) and the plumbing are below train.
 """Usage:
     python p3o_ocean.py                                  # the whole suite in sequence, then a table
     python p3o_ocean.py --env-id delay --delay 32        # one env
@@ -1081,58 +1080,32 @@ class Choice(OceanEnv):
 
 
 def make_envs(args, device):
-    """The Ocean env `--env-id NAME`, on the model's device, so observations never leave it."""
-    return OCEAN_ENVS[args.env_id](args.num_envs, device=device, seed=args.seed, **env_options(args))
+    """The Ocean env `--env-id NAME`, on the model's device, so observations never leave it, with the Ocean env options
+    of the run's Args (each env reads the ones it needs)."""
+    options = dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length,
+                   reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance,
+                   choice_near_reward=args.choice_near_reward)
+    return OCEAN_ENVS[args.env_id](args.num_envs, device=device, seed=args.seed, **options)
 
 
-def env_options(args):
-    """The Ocean env options of a run's Args (each env reads the ones it needs)."""
-    return dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length,
-                reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance,
-                choice_near_reward=args.choice_near_reward)
-
-
-OCEAN_ENVS = {
-    "bandit": Bandit,
-    "password": Password,
-    "stochastic": Stochastic,
-    "squared": Squared,
-    "delay": Delay,
-    "forage": Forage,
-    "mixed": Mixed,
-    "spread": Spread,
-    "choice": Choice,
-}
+# The suite, in its order: --env-id NAME is the env's class, in lower case
+OCEAN_ENVS = {env.__name__.lower(): env for env in (Bandit, Password, Stochastic, Squared, Delay, Forage, Mixed, Spread,
+                                                    Choice)}
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Across ranks: p3o_atari.py runs under torchrun, this script never does, so here all_sum and all_gather are no-ops
-# and every rank is rank 0; they are kept so that train and the functions the two scripts share stay verbatim copies
+# Across ranks: p3o_atari.py runs under torchrun, this script never does (its train finds no process group: rank 0 of
+# 1), so all_sum and all_gather are p3o_atari.py's in a single process, no-ops; the writer's helpers are verbatim
 # ---------------------------------------------------------------------------------------------------------
 def all_sum(*tensors):
-    """Each tensor summed over the ranks of a torchrun launch, in one all-reduce (float32); in a single process the
-    tensors as they are. Every reduction across ranks goes through here. A tensor that carries a gradient keeps it:
-    the other ranks' part joins as a constant, and their gradients join through the update's all_sum of the
-    gradients. One tensor in, one out; several in, a tuple out."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return tensors if len(tensors) > 1 else tensors[0]
-    flat = torch.cat([tensor.detach().reshape(-1).float() for tensor in tensors])
-    dist.all_reduce(flat)
-    parts = flat.split([tensor.numel() for tensor in tensors])
-    totals = [total.view_as(tensor).to(tensor.dtype) for total, tensor in zip(parts, tensors)]
-    totals = tuple(tensor + (total - tensor.detach()) if tensor.requires_grad else total
-                   for tensor, total in zip(tensors, totals))
-    return totals if len(totals) > 1 else totals[0]
+    """p3o_atari.py's sum over the ranks, in a single process: the tensors as they are. One tensor in, one out;
+    several in, a tuple out."""
+    return tensors if len(tensors) > 1 else tensors[0]
 
 
 def all_gather(value):
-    """Every rank's `value` (any picklable object: the games that ended, a checkpoint's envs), in rank order; [value]
-    in a single process."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return [value]
-    values = [None] * dist.get_world_size()
-    dist.all_gather_object(values, value)
-    return values
+    """p3o_atari.py's gather of every rank's `value`, in a single process: [value]."""
+    return [value]
 
 
 class NoWriter:
