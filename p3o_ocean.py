@@ -728,11 +728,8 @@ class OceanEnv:
         self.episode_return += reward
         self.episode_length += 1
         done = terminated | truncated
-        info = {
-            "score": torch.where(done, score, 0.0),
-            "episode_return": torch.where(done, self.episode_return, 0.0),
-            "episode_length": torch.where(done, self.episode_length, 0),
-        }
+        info = {"score": torch.where(done, score, 0.0), "episode_return": torch.where(done, self.episode_return, 0.0),
+                "episode_length": torch.where(done, self.episode_length, 0)}
         self.episode_return.masked_fill_(done, 0.0)
         self.episode_length.masked_fill_(done, 0)
         for name, start in self.starts.items():
@@ -1006,9 +1003,8 @@ class Mixed(OceanEnv):
         super().__init__(num_envs, device, seed)
         self.obs_dim, self.num_actions = 3, 2
         # Row 2 * is_step_0 + cue -> observation; one gather builds the whole obs batch.
-        self._obs_table = torch.tensor(
-            [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [1.0, 0.0, 1.0]], device=self.device
-        )
+        self._obs_table = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [1.0, 0.0, 1.0]],
+                                       device=self.device)
 
     def _obs(self):
         return self._obs_table.index_select(0, 2 * (self.t == 0).long() + self.cue)
@@ -1095,7 +1091,7 @@ OCEAN_ENVS = {env.__name__.lower(): env for env in (Bandit, Password, Stochastic
 
 # ---------------------------------------------------------------------------------------------------------
 # Across ranks: p3o_atari.py runs under torchrun, this script never does (its train finds no process group: rank 0 of
-# 1), so all_sum and all_gather are p3o_atari.py's in a single process, no-ops; the writer's helpers are verbatim
+# 1), so all_sum, all_gather and open_writer are p3o_atari.py's in a single process (no NoWriter for other ranks)
 # ---------------------------------------------------------------------------------------------------------
 def all_sum(*tensors):
     """p3o_atari.py's sum over the ranks, in a single process: the tensors as they are. One tensor in, one out;
@@ -1108,18 +1104,9 @@ def all_gather(value):
     return [value]
 
 
-class NoWriter:
-    """The SummaryWriter of the ranks past 0: rank 0 alone logs (the global figures)."""
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None
-
-
 def open_writer(args, run_name, checkpoint, rank):
     """Rank 0's TensorBoard writer, synced to Weights and Biases with --track, the run's args in its text tab. A
     resumed run drops the events its previous life logged after the checkpoint, so the curve continues."""
-    if rank > 0:
-        return NoWriter()
     if args.track:
         import wandb
 
