@@ -253,8 +253,7 @@ def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
         y[T] = tail_mu, the predictions at the bootstrap state.
     lam = 1 gives episode_windows' targets, the rewards themselves. So do the offsets where keep[j] is set: the action
     measurably moves that reward (tie_z), and what it alone moves no state shows, so no bootstrap can carry it.
-    Shapes: rewards, terminals [T, N]; mu [T, N, H]; sigma, keep [H]; tail_mu [N, H]. Returns [T, N] float32.
-    """
+    Shapes: rewards, terminals [T, N]; mu [T, N, H]; sigma, keep [H]; tail_mu [N, H]. Returns [T, N] float32."""
     T, N, H = mu.shape
     omega = precision(sigma)
     y = torch.empty_like(mu)
@@ -946,13 +945,12 @@ class Delay(OceanEnv):
 
 
 class Spread(Delay):
-    """Horizon probe / credit spread thin: Delay's cues, but each decision's reward (1 if action == cue) is paid in
-    S equal parts, one at each of the S steps from the decision's own on (S = kwarg `spread`, default 8), so every
-    step pays the mean correctness of the last S decisions. 64 scored decisions plus S - 1 tail steps (length
-    63 + S). Kwarg `reward_noise` as in Delay. Score = max(0, 2 * accuracy - 1) (random ~0). Note: GAE at 0.99 / 0.95
-    credits a decision with sum_{k<S} 0.9405^k / S of its reward (0.45 at S = 32), beside the other S - 1 decisions'
-    parts; P3O with H >= S sees it all.
-    Optimal score: 1.0. Solved: score >= 0.9."""
+    """Horizon probe / credit spread thin: Delay's cues, but each decision's reward (1 if action == cue) is paid in S
+    equal parts, one at each of the S steps from the decision's own on (S = kwarg `spread`, default 8), so every step
+    pays the mean correctness of the last S decisions. 64 scored decisions plus S - 1 tail steps (length 63 + S). Kwarg
+    `reward_noise` as in Delay. Score = max(0, 2 * accuracy - 1) (random ~0). Note: GAE at 0.99 / 0.95 credits a
+    decision with sum_{k<S} 0.9405^k / S of its reward (0.45 at S = 32), beside the other S - 1 decisions' parts; P3O
+    with H >= S sees it all. Optimal score: 1.0. Solved: score >= 0.9."""
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
         OceanEnv.__init__(self, num_envs, device, seed)
@@ -961,10 +959,9 @@ class Spread(Delay):
 
 class Forage(OceanEnv):
     """Short vs long horizon: a 1-D corridor from -2 to +F (F = kwarg `forage_distance`, default 16), start at 0,
-    actions left/right. Reaching -2 ends the episode with 0.1, reaching +F ends it with 1.0; truncation after 4F
-    steps with 0. A myopic agent settles for the near 0.1. Obs: one-hot position (dim F + 3). Score = reward
-    collected (random ~0.11).
-    Optimal score: 1.0. Solved: score >= 0.9."""
+    actions left/right. Reaching -2 ends the episode with 0.1, reaching +F ends it with 1.0; truncation after 4F steps
+    with 0. A myopic agent settles for the near 0.1. Obs: one-hot position (dim F + 3). Score = reward collected (random
+    ~0.11). Optimal score: 1.0. Solved: score >= 0.9."""
 
     near_pos, near_reward, far_reward = -2, 0.1, 1.0
     starts = {"pos": 0, "t": 0}
@@ -1130,17 +1127,6 @@ def close_writer(writer, args, rank):
 # Checkpoints and refusals: a run killed at any moment loses at most one --save-interval; bad input stops
 # before any env or device is touched
 # ---------------------------------------------------------------------------------------------------------
-def rng_state():
-    """The random state a resume needs: torch's alone, as nothing here draws from Python's or NumPy's generators."""
-    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-
-
-def set_rng_state(state):
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 def save_checkpoint(path, state):
     """Write to a temporary file, flush it to disk, then rename over the old one: a kill at any moment leaves
     either the previous checkpoint or this one, whole."""
@@ -1172,7 +1158,9 @@ def checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, e
             return {key: on_cpu(item) for key, item in value.items()}
         return value.cpu() if torch.is_tensor(value) else value
 
-    own = {"envs": envs.state_dict(), "next_obs": next_obs, "next_valid": next_valid, "rng": rng_state()}
+    # the random state a resume needs: torch's alone, as nothing here draws from Python's or NumPy's generators
+    rng = {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+    own = {"envs": envs.state_dict(), "next_obs": next_obs, "next_valid": next_valid, "rng": rng}
     others = all_gather(on_cpu(own))[1:]
     return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration,
             "global_step": global_step, "model": agent.state_dict(), "optimizer": optimizer.state_dict(), **own,
@@ -1193,7 +1181,9 @@ def resume(checkpoint, rank, agent, optimizer, envs, next_obs, next_valid, avg_r
     # (score sum, games) an iteration; a checkpoint written before kept its last 20 games' scores, a game an entry
     iteration_scores.extend(tuple(entry) if isinstance(entry, (list, tuple)) else (entry, 1)
                             for entry in checkpoint["history"][1])
-    set_rng_state(own["rng"])
+    torch.set_rng_state(own["rng"]["torch"])
+    if own["rng"]["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(own["rng"]["cuda"])
     if rank == 0:
         fresh = "" if checkpoint["envs"] is not None else " with new episodes (this env's state cannot be saved)"
         print(f"{checkpoint['args']['env_id']}: resumed at iteration {checkpoint['iteration']}, step "

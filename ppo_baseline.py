@@ -127,8 +127,7 @@ def gae(rewards, terminals, values, next_value, gamma, gae_lambda):
     """A[t] = delta[t] + gamma * lambda * (1 - d[t]) * A[t + 1], delta[t] = r[t] + gamma * (1 - d[t]) * V[t + 1] - V[t].
 
     d[t] = terminals[t] is 1 where step t ended its episode; V[T] = next_value bootstraps the rollout's end.
-    Shapes: rewards, terminals, values [T, N]; next_value [N]. Returns advantages [T, N].
-    """
+    Shapes: rewards, terminals, values [T, N]; next_value [N]. Returns advantages [T, N]."""
     advantages = torch.zeros_like(rewards)
     lastgaelam = 0.0
     for t in reversed(range(rewards.shape[0])):
@@ -689,17 +688,6 @@ def close_writer(writer, args, rank):
 # Checkpoints and refusals: a run killed at any moment loses at most one --save-interval; bad input stops
 # before any env or device is touched
 # ---------------------------------------------------------------------------------------------------------
-def rng_state():
-    """The random state a resume needs: torch's alone, as nothing here draws from Python's or NumPy's generators."""
-    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-
-
-def set_rng_state(state):
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 def save_checkpoint(path, state):
     """Write to a temporary file, flush it to disk, then rename over the old one: a kill at any moment leaves
     either the previous checkpoint or this one, whole."""
@@ -731,7 +719,9 @@ def checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, e
             return {key: on_cpu(item) for key, item in value.items()}
         return value.cpu() if torch.is_tensor(value) else value
 
-    own = {"envs": envs.state_dict(), "next_obs": next_obs, "next_valid": next_valid, "rng": rng_state()}
+    # the random state a resume needs: torch's alone, as nothing here draws from Python's or NumPy's generators
+    rng = {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+    own = {"envs": envs.state_dict(), "next_obs": next_obs, "next_valid": next_valid, "rng": rng}
     others = all_gather(on_cpu(own))[1:]
     return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration,
             "global_step": global_step, "model": agent.state_dict(), "optimizer": optimizer.state_dict(), **own,
@@ -752,7 +742,9 @@ def resume(checkpoint, rank, agent, optimizer, envs, next_obs, next_valid, avg_r
     # (score sum, games) an iteration; a checkpoint written before kept its last 20 games' scores, a game an entry
     iteration_scores.extend(tuple(entry) if isinstance(entry, (list, tuple)) else (entry, 1)
                             for entry in checkpoint["history"][1])
-    set_rng_state(own["rng"])
+    torch.set_rng_state(own["rng"]["torch"])
+    if own["rng"]["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(own["rng"]["cuda"])
     if rank == 0:
         fresh = "" if checkpoint["envs"] is not None else " with new episodes (this env's state cannot be saved)"
         print(f"{checkpoint['args']['env_id']}: resumed at iteration {checkpoint['iteration']}, step "

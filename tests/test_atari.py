@@ -88,7 +88,7 @@ def test_the_scripts_read_in_cleanrls_order():
     assert atari[: atari.index("\n# P3O:")].count("\n") < 250
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_inside", "episode_windows", "p3o_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "window_sum_variance", "window_mu", "tie_z", "CHECKPOINT_KEYS", "CLOCK_ROWS", "step_clock_table", "train", "log_p3o_statistics", "close_writer", "checkpoint_state", "resume", "stop_nonfinite"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_inside", "episode_windows", "p3o_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "window_sum_variance", "window_mu", "tie_z", "CHECKPOINT_KEYS", "CLOCK_ROWS", "step_clock_table", "train", "log_p3o_statistics", "close_writer", "checkpoint_state", "resume", "stop_nonfinite"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart. Both P3O scripts hold one
     `train`, text for text: what differs between env families is make_envs' and the env classes' business."""
