@@ -216,11 +216,10 @@ def log_weight_curve(writer, sigma, global_step):
     weights = precision(sigma.detach().double().cpu())
     weights = weights / weights.max()
     offsets = torch.arange(len(weights), dtype=torch.float64)
-    writer.add_histogram_raw(
-        "charts/weight_curve", min=0.0, max=float(len(weights)), num=float(weights.sum()),
-        sum=float((offsets * weights).sum()), sum_squares=float((offsets**2 * weights).sum()),
-        bucket_limits=(offsets + 1).tolist(), bucket_counts=weights.tolist(), global_step=global_step,
-    )
+    writer.add_histogram_raw("charts/weight_curve", min=0.0, max=float(len(weights)), num=float(weights.sum()),
+                             sum=float((offsets * weights).sum()), sum_squares=float((offsets**2 * weights).sum()),
+                             bucket_limits=(offsets + 1).tolist(), bucket_counts=weights.tolist(),
+                             global_step=global_step)
 
 
 def log_p3o_statistics(writer, global_step, window_explained_var, value_nll, window_loss, window_var, advantages, real,
