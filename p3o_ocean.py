@@ -1,8 +1,7 @@
-# P3O on the Ocean suite: small vectorised PyTorch environments that train in seconds to minutes.
-# The algorithm is docs/algorithm.md: PPO with GAE replaced by a multi-horizon Gaussian value head and a
-# precision-weighted advantage (kernels/advantage.cu on a GPU, its PyTorch twin `p3o_advantage` elsewhere).
-# The maths and train are p3o_atari.py's, text for text; the Ocean envs (make_envs) and the plumbing are below
-# train.
+# P3O on the Ocean suite: small vectorised PyTorch environments that train in seconds to minutes. The algorithm is
+# docs/algorithm.md: PPO with GAE replaced by a multi-horizon Gaussian value head and a precision-weighted advantage
+# (kernels/advantage.cu on a GPU, its PyTorch twin `p3o_advantage` elsewhere). The maths and train are p3o_atari.py's,
+# text for text; the Ocean envs (make_envs) and the plumbing are below train.
 """Usage:
     python p3o_ocean.py                                  # the whole suite in sequence, then a table
     python p3o_ocean.py --env-id delay --delay 32        # one env
@@ -219,11 +218,10 @@ def log_weight_curve(writer, sigma, global_step):
     weights = precision(sigma.detach().double().cpu())
     weights = weights / weights.max()
     offsets = torch.arange(len(weights), dtype=torch.float64)
-    writer.add_histogram_raw(
-        "charts/weight_curve", min=0.0, max=float(len(weights)), num=float(weights.sum()),
-        sum=float((offsets * weights).sum()), sum_squares=float((offsets**2 * weights).sum()),
-        bucket_limits=(offsets + 1).tolist(), bucket_counts=weights.tolist(), global_step=global_step,
-    )
+    writer.add_histogram_raw("charts/weight_curve", min=0.0, max=float(len(weights)), num=float(weights.sum()),
+                             sum=float((offsets * weights).sum()), sum_squares=float((offsets**2 * weights).sum()),
+                             bucket_limits=(offsets + 1).tolist(), bucket_counts=weights.tolist(),
+                             global_step=global_step)
 
 
 def log_p3o_statistics(writer, global_step, window_explained_var, value_nll, window_loss, window_var, advantages, real,
@@ -254,8 +252,7 @@ def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
         y[T] = tail_mu, the predictions at the bootstrap state.
     lam = 1 gives episode_windows' targets, the rewards themselves. So do the offsets where keep[j] is set: the action
     measurably moves that reward (tie_z), and what it alone moves no state shows, so no bootstrap can carry it.
-    Shapes: rewards, terminals [T, N]; mu [T, N, H]; sigma, keep [H]; tail_mu [N, H]. Returns [T, N] float32.
-    """
+    Shapes: rewards, terminals [T, N]; mu [T, N, H]; sigma, keep [H]; tail_mu [N, H]. Returns [T, N] float32."""
     T, N, H = mu.shape
     omega = precision(sigma)
     y = torch.empty_like(mu)
@@ -506,8 +503,7 @@ def train(args, checkpoint=None):
             keep = tie_z(rewards, terminals, mus, tail_mu, logprobs + entropies, real) > TIE_Z
             advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.td_lambda, keep) * valid
         # end P3O
-        bad = first_nonfinite(rewards=rewards, advantages=advantages)
-        if bad:
+        if bad := first_nonfinite(rewards=rewards, advantages=advantages):
             stop_nonfinite(f"{bad} in the advantage", snapshot(iteration - 1, global_step - args.batch_size), writer,
                            rank)
         timer.lap("advantage")
@@ -598,8 +594,7 @@ def train(args, checkpoint=None):
                 grad_norm = nn.utils.clip_grad_norm_(clipped, args.max_grad_norm)
                 # end P3O
                 grad_norms += [grad_norm]
-                bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
-                if bad:
+                if bad := first_nonfinite(loss=loss, grad_norm=grad_norm):
                     stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // minibatch_size})",
                                    snapshot(iteration - 1, global_step - args.batch_size), writer, rank)
                 optimizer.step()
@@ -610,8 +605,8 @@ def train(args, checkpoint=None):
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
-        bad = first_nonfinite(**dict(agent.named_parameters()))
-        if bad:  # finite loss and gradients, yet the step overflowed: the last checkpoint is the last good state
+        if bad := first_nonfinite(**dict(agent.named_parameters())):
+            # finite loss and gradients, yet the step overflowed: the last checkpoint is the last good state
             writer.close()
             sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration "
                      f"{iteration}; last good state: runs/{run_name}/checkpoint.pt")
@@ -687,8 +682,10 @@ def train(args, checkpoint=None):
 # advanced indexing is several times slower on the CPU, and these envs are meant to cost microseconds per step.
 # ---------------------------------------------------------------------------------------------------------
 class OceanEnv:
-    """Shared bookkeeping: RNG, running episode return/length and the info dict; the scores and the study budget
-    that an env overrides where its own differ."""
+    """Shared bookkeeping: the RNG, reset and step, the running episode return and length and the info dict. An env
+    gives its observation (_obs), its step's reward, termination and score (_transition), its per-episode counters
+    and their values at an episode's start (`starts`), the rest of its reset (_start), `max_steps` where it truncates
+    episodes, and the scores and the study budget where its own differ."""
 
     optimal_score = 1.0
     solved_score = 0.9
@@ -696,8 +693,10 @@ class OceanEnv:
     # Ocean envs reset inside the step that ends an episode, so every step is a real decision. EnvPool and
     # Gymnasium vector envs instead spend the next step on the reset (its action ignored): True there.
     autoreset_next_step = False
+    starts = {"t": 0}  # the step within the episode
+    max_steps = None  # truncation after this many steps (None: never)
 
-    def __init__(self, num_envs: int, device="cpu", seed: int = 0):
+    def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
         self.num_envs = num_envs
         self.device = torch.device(device)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
@@ -708,12 +707,32 @@ class OceanEnv:
         size = (self.num_envs,) if size is None else size
         return torch.randint(high, size, generator=self.generator, device=self.device)
 
-    def _zeros(self, dtype=torch.int64):
-        return torch.zeros(self.num_envs, dtype=dtype, device=self.device)
+    def _start(self):
+        """The per-episode state that `starts` does not hold, at a reset (none by default)."""
 
-    def _reset_stats(self):
+    def reset(self):
         self.episode_return.zero_()
         self.episode_length.zero_()
+        for name, start in self.starts.items():
+            setattr(self, name, torch.full((self.num_envs,), start, device=self.device))
+        self._start()
+        return self._obs()
+
+    def step(self, actions):
+        """The env's transition, then the episode stats, reported where an episode ended and cleared there; finished
+        envs start over inside this step (same-step autoreset), so the observation is the new episode's first."""
+        reward, terminated, score = self._transition(actions)
+        truncated = ~terminated & (self.t >= self.max_steps) if self.max_steps else torch.zeros_like(terminated)
+        self.episode_return += reward
+        self.episode_length += 1
+        done = terminated | truncated
+        info = {"score": torch.where(done, score, 0.0), "episode_return": torch.where(done, self.episode_return, 0.0),
+                "episode_length": torch.where(done, self.episode_length, 0)}
+        self.episode_return.masked_fill_(done, 0.0)
+        self.episode_length.masked_fill_(done, 0)
+        for name, start in self.starts.items():
+            getattr(self, name).masked_fill_(done, start)
+        return self._obs(), reward, terminated, truncated, info
 
     def state_dict(self):
         """Everything needed to continue these envs exactly: their tensors and their RNG's state."""
@@ -727,20 +746,6 @@ class OceanEnv:
             else:
                 setattr(self, name, value.to(self.device))
 
-    def _finish_step(self, reward, terminated, truncated, score):
-        """Accumulate the episode stats, report them where an episode ended, then clear them there."""
-        self.episode_return += reward
-        self.episode_length += 1
-        done = terminated | truncated
-        info = {
-            "score": torch.where(done, score, 0.0),
-            "episode_return": torch.where(done, self.episode_return, 0.0),
-            "episode_length": torch.where(done, self.episode_length, 0),
-        }
-        self.episode_return.masked_fill_(done, 0.0)
-        self.episode_length.masked_fill_(done, 0)
-        return info
-
 
 class Bandit(OceanEnv):
     """Noisy one-step credit assignment: 4 Bernoulli arms with success probabilities [0.2, 0.4, 0.6, 0.8], permuted
@@ -748,6 +753,7 @@ class Bandit(OceanEnv):
     Optimal score: 1.0 (random policy 0.25). Solved: score >= 0.9."""
 
     default_timesteps = 1_000_000
+    starts = {}
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
         super().__init__(num_envs, device, seed)
@@ -759,18 +765,11 @@ class Bandit(OceanEnv):
     def _obs(self):
         return torch.ones(self.num_envs, 1, device=self.device)
 
-    def reset(self):
-        self._reset_stats()
-        return self._obs()
-
-    def step(self, actions):
+    def _transition(self, actions):
         u = torch.rand(self.num_envs, generator=self.generator, device=self.device)
         reward = (u < self.probs.index_select(0, actions)).float()
         terminated = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
-        truncated = torch.zeros_like(terminated)
-        score = (actions == self.best_arm).float()
-        info = self._finish_step(reward, terminated, truncated, score)
-        return self._obs(), reward, terminated, truncated, info
+        return reward, terminated, (actions == self.best_arm).float()
 
 
 class Password(OceanEnv):
@@ -779,6 +778,7 @@ class Password(OceanEnv):
     (random policy: 2**-L = 1/32). Kwarg: password_length (default 5). Optimal score: 1.0. Solved: score >= 0.9."""
 
     default_timesteps = 1_000_000
+    starts = {"t": 0, "all_correct": True}
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
         super().__init__(num_envs, device, seed)
@@ -788,23 +788,15 @@ class Password(OceanEnv):
         self.password = self._randint(2, (self.length,))
         self._eye = torch.eye(self.length, device=self.device)
 
-    def reset(self):
-        self._reset_stats()
-        self.t = self._zeros()
-        self.all_correct = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+    def _obs(self):
         return self._eye.index_select(0, self.t)
 
-    def step(self, actions):
+    def _transition(self, actions):
         self.all_correct &= actions == self.password.index_select(0, self.t)
         self.t += 1
         terminated = self.t == self.length
-        truncated = torch.zeros_like(terminated)
         reward = (terminated & self.all_correct).float()
-        info = self._finish_step(reward, terminated, truncated, reward)
-        # Same-step autoreset: finished envs start over at step 0.
-        self.t.masked_fill_(terminated, 0)
-        self.all_correct |= terminated
-        return self._eye.index_select(0, self.t), reward, terminated, truncated, info
+        return reward, terminated, reward
 
 
 class Stochastic(OceanEnv):
@@ -826,30 +818,21 @@ class Stochastic(OceanEnv):
     default_timesteps = 1_000_000
     episode_steps = 10
     p = 0.7
+    obs_dim, num_actions = 1, 2
+    starts = {"t": 0, "n0": 0}
 
-    def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
-        super().__init__(num_envs, device, seed)  # no randomness, but keep the interface
-        self.obs_dim, self.num_actions = 1, 2
-
-    def reset(self):
-        self._reset_stats()
-        self.t = self._zeros()
-        self.n0 = self._zeros()
+    def _obs(self):
         return torch.zeros(self.num_envs, 1, device=self.device)
 
-    def step(self, actions):
+    def _transition(self, actions):
         self.n0 += actions == 0
         self.t += 1
         terminated = self.t == self.episode_steps
-        truncated = torch.zeros_like(terminated)
         # |n0/10 - p| written as |n0 - 10p| / 10 so that n0 = 7 gives exactly 0 in float32.
         dev = (self.n0.float() - self.episode_steps * self.p).abs()
         final = 1.0 - dev / (self.episode_steps * max(self.p, 1.0 - self.p))
         reward = torch.where(terminated, final, 0.0)
-        info = self._finish_step(reward, terminated, truncated, reward)
-        self.t.masked_fill_(terminated, 0)
-        self.n0.masked_fill_(terminated, 0)
-        return torch.zeros(self.num_envs, 1, device=self.device), reward, terminated, truncated, info
+        return reward, terminated, reward
 
 
 class Squared(OceanEnv):
@@ -861,17 +844,16 @@ class Squared(OceanEnv):
     solved_score = 0.95
     default_timesteps = 1_000_000
     size = 7
+    centre = size // 2
+    obs_dim, num_actions, max_steps = 2 * size * size, 5, 2 * size
+    starts = {"row": centre, "col": centre, "t": 0}
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
         super().__init__(num_envs, device, seed)
-        S = self.size
-        self.obs_dim, self.num_actions = 2 * S * S, 5
-        self.max_steps = 2 * S
-        self.centre = S // 2
         #                                stay  up  down left right
         self.d_row = torch.tensor([0, -1, 1, 0, 0], device=self.device)
         self.d_col = torch.tensor([0, 0, 0, -1, 1], device=self.device)
-        self._eye = torch.eye(S * S, device=self.device)
+        self._eye = torch.eye(self.size * self.size, device=self.device)
 
     def _new_targets(self):
         # Uniform over the S*S - 1 non-centre cells: draw from S*S - 1 and skip the centre.
@@ -879,34 +861,23 @@ class Squared(OceanEnv):
         idx = self._randint(self.size * self.size - 1)
         return idx + (idx >= centre_idx).long()
 
+    def _start(self):
+        self.target = self._new_targets()
+
     def _obs(self):
         # Rows (agent, target) of env i, laid side by side, are obs[i] = [agent plane, target plane].
         agent = self.row * self.size + self.col
         return self._eye.index_select(0, torch.stack([agent, self.target], 1).view(-1)).view(self.num_envs, -1)
 
-    def reset(self):
-        self._reset_stats()
-        self.row = torch.full((self.num_envs,), self.centre, device=self.device)
-        self.col = torch.full((self.num_envs,), self.centre, device=self.device)
-        self.target = self._new_targets()
-        self.t = self._zeros()
-        return self._obs()
-
-    def step(self, actions):
+    def _transition(self, actions):
         self.row = (self.row + self.d_row.index_select(0, actions)).clamp(0, self.size - 1)
         self.col = (self.col + self.d_col.index_select(0, actions)).clamp(0, self.size - 1)
         self.t += 1
         terminated = self.row * self.size + self.col == self.target
-        truncated = ~terminated & (self.t >= self.max_steps)
+        # Draw targets for every env (keeps it branch-free) and keep them where an episode ends (reached or truncated).
+        self.target = torch.where(terminated | (self.t >= self.max_steps), self._new_targets(), self.target)
         reward = terminated.float()
-        info = self._finish_step(reward, terminated, truncated, reward)
-        done = terminated | truncated
-        # Draw targets for every env (keeps it branch-free) and keep them where an episode ended.
-        self.target = torch.where(done, self._new_targets(), self.target)
-        self.row.masked_fill_(done, self.centre)
-        self.col.masked_fill_(done, self.centre)
-        self.t.masked_fill_(done, 0)
-        return self._obs(), reward, terminated, truncated, info
+        return reward, terminated, reward
 
     def grid(self, obs):
         """Its picture, as evaluate.py --capture-video draws it: the agent's plane and the target's, a grid of two
@@ -926,6 +897,7 @@ class Delay(OceanEnv):
 
     default_timesteps = 1_000_000
     num_decisions = 64
+    starts = {"t": 0, "n_correct": 0}
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
         super().__init__(num_envs, device, seed)
@@ -941,22 +913,22 @@ class Delay(OceanEnv):
         self._eye = torch.eye(2, device=self.device)
         self._parts = torch.arange(delay, delay + spread, device=self.device)
 
-    def reset(self):
-        self._reset_stats()
-        self.t = self._zeros()
-        self.n_correct = self._zeros()
+    def _start(self):
         # Ring buffer of rewards not yet paid: slot u % (delay + spread) holds what step u pays.
         self.pending = torch.zeros(self.num_envs, self.delay + self.spread, device=self.device)
         self.cue = self._randint(2)
+
+    def _obs(self):
         return self._eye.index_select(0, self.cue)
 
-    def step(self, actions):
+    def _transition(self, actions):
         scored = self.t < self.num_decisions
         correct = (actions == self.cue) & scored
         slots = self.pending.shape[1]
         parts = (correct.float() / self.spread).unsqueeze(1).expand(-1, self.spread)
         self.pending.scatter_add_(1, (self.t.unsqueeze(1) + self._parts) % slots, parts)
-        # Pay this step's slot and clear it for the step that wraps onto it.
+        # Pay this step's slot and clear it for the step that wraps onto it. No clearing at an episode's end: every
+        # reward lands inside the episode, and each paid slot was cleared.
         slot = (self.t % slots).unsqueeze(1)
         reward = self.pending.gather(1, slot).squeeze(1)
         self.pending.scatter_(1, slot, 0.0)
@@ -966,24 +938,18 @@ class Delay(OceanEnv):
         self.n_correct += correct
         self.t += 1
         terminated = self.t == self.episode_steps
-        truncated = torch.zeros_like(terminated)
         score = (2.0 * self.n_correct.float() / self.num_decisions - 1.0).clamp(min=0.0)
-        info = self._finish_step(reward, terminated, truncated, score)
-        # No buffer clearing needed: every reward lands inside the episode, and each paid slot was cleared.
-        self.t.masked_fill_(terminated, 0)
-        self.n_correct.masked_fill_(terminated, 0)
         self.cue = self._randint(2)
-        return self._eye.index_select(0, self.cue), reward, terminated, truncated, info
+        return reward, terminated, score
 
 
 class Spread(Delay):
-    """Horizon probe / credit spread thin: Delay's cues, but each decision's reward (1 if action == cue) is paid in
-    S equal parts, one at each of the S steps from the decision's own on (S = kwarg `spread`, default 8), so every
-    step pays the mean correctness of the last S decisions. 64 scored decisions plus S - 1 tail steps (length
-    63 + S). Kwarg `reward_noise` as in Delay. Score = max(0, 2 * accuracy - 1) (random ~0). Note: GAE at 0.99 / 0.95
-    credits a decision with sum_{k<S} 0.9405^k / S of its reward (0.45 at S = 32), beside the other S - 1 decisions'
-    parts; P3O with H >= S sees it all.
-    Optimal score: 1.0. Solved: score >= 0.9."""
+    """Horizon probe / credit spread thin: Delay's cues, but each decision's reward (1 if action == cue) is paid in S
+    equal parts, one at each of the S steps from the decision's own on (S = kwarg `spread`, default 8), so every step
+    pays the mean correctness of the last S decisions. 64 scored decisions plus S - 1 tail steps (length 63 + S). Kwarg
+    `reward_noise` as in Delay. Score = max(0, 2 * accuracy - 1) (random ~0). Note: GAE at 0.99 / 0.95 credits a
+    decision with sum_{k<S} 0.9405^k / S of its reward (0.45 at S = 32), beside the other S - 1 decisions' parts; P3O
+    with H >= S sees it all. Optimal score: 1.0. Solved: score >= 0.9."""
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
         OceanEnv.__init__(self, num_envs, device, seed)
@@ -992,15 +958,15 @@ class Spread(Delay):
 
 class Forage(OceanEnv):
     """Short vs long horizon: a 1-D corridor from -2 to +F (F = kwarg `forage_distance`, default 16), start at 0,
-    actions left/right. Reaching -2 ends the episode with 0.1, reaching +F ends it with 1.0; truncation after 4F
-    steps with 0. A myopic agent settles for the near 0.1. Obs: one-hot position (dim F + 3). Score = reward
-    collected (random ~0.11).
-    Optimal score: 1.0. Solved: score >= 0.9."""
+    actions left/right. Reaching -2 ends the episode with 0.1, reaching +F ends it with 1.0; truncation after 4F steps
+    with 0. A myopic agent settles for the near 0.1. Obs: one-hot position (dim F + 3). Score = reward collected (random
+    ~0.11). Optimal score: 1.0. Solved: score >= 0.9."""
 
     near_pos, near_reward, far_reward = -2, 0.1, 1.0
+    starts = {"pos": 0, "t": 0}
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
-        super().__init__(num_envs, device, seed)  # no randomness, but keep the interface
+        super().__init__(num_envs, device, seed)
         self.distance = int(kwargs.get("forage_distance", 16))
         assert self.distance >= 1, "forage_distance must be >= 1"
         self.obs_dim, self.num_actions = self.distance - self.near_pos + 1, 2
@@ -1010,24 +976,12 @@ class Forage(OceanEnv):
     def _obs(self):
         return self._eye.index_select(0, self.pos - self.near_pos)
 
-    def reset(self):
-        self._reset_stats()
-        self.pos = self._zeros()
-        self.t = self._zeros()
-        return self._obs()
-
-    def step(self, actions):
+    def _transition(self, actions):
         self.pos += 2 * actions - 1  # 0 = left, 1 = right
         self.t += 1
         near, far = self.pos == self.near_pos, self.pos == self.distance
-        terminated = near | far
-        truncated = ~terminated & (self.t >= self.max_steps)
         reward = near.float() * self.near_reward + far.float() * self.far_reward
-        info = self._finish_step(reward, terminated, truncated, reward)
-        done = terminated | truncated
-        self.pos.masked_fill_(done, 0)
-        self.t.masked_fill_(done, 0)
-        return self._obs(), reward, terminated, truncated, info
+        return reward, near | far, reward
 
 
 class Mixed(OceanEnv):
@@ -1039,27 +993,23 @@ class Mixed(OceanEnv):
 
     episode_steps = 32
     short_reward, bonus_reward = 0.1, 1.0
+    starts = {"t": 0, "n_short": 0}
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
         super().__init__(num_envs, device, seed)
         self.obs_dim, self.num_actions = 3, 2
         # Row 2 * is_step_0 + cue -> observation; one gather builds the whole obs batch.
-        self._obs_table = torch.tensor(
-            [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [1.0, 0.0, 1.0]], device=self.device
-        )
+        self._obs_table = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0], [1.0, 0.0, 1.0]],
+                                       device=self.device)
 
     def _obs(self):
         return self._obs_table.index_select(0, 2 * (self.t == 0).long() + self.cue)
 
-    def reset(self):
-        self._reset_stats()
-        self.t = self._zeros()
+    def _start(self):
         self.bonus = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        self.n_short = self._zeros()
         self.cue = self._randint(2)
-        return self._obs()
 
-    def step(self, actions):
+    def _transition(self, actions):
         match = actions == self.cue
         first = self.t == 0
         self.bonus = torch.where(first, match, self.bonus)  # (re)set at every episode's step 0
@@ -1067,14 +1017,10 @@ class Mixed(OceanEnv):
         self.n_short += short_hit
         self.t += 1
         terminated = self.t == self.episode_steps
-        truncated = torch.zeros_like(terminated)
         reward = short_hit.float() * self.short_reward + (terminated & self.bonus).float() * self.bonus_reward
         score = 0.5 * self.bonus.float() + 0.5 * self.n_short.float() / (self.episode_steps - 1)
-        info = self._finish_step(reward, terminated, truncated, score)
-        self.t.masked_fill_(terminated, 0)
-        self.n_short.masked_fill_(terminated, 0)
         self.cue = self._randint(2)
-        return self._obs(), reward, terminated, truncated, info
+        return reward, terminated, score
 
 
 class Choice(OceanEnv):
@@ -1090,6 +1036,7 @@ class Choice(OceanEnv):
 
     rounds = 4
     near_reward, far_reward, cue_reward = 0.7, 1.0, 0.1
+    starts = {"t": 0, "n_far": 0}
 
     def __init__(self, num_envs: int, device="cpu", seed: int = 0, **kwargs):
         super().__init__(num_envs, device, seed)
@@ -1102,19 +1049,15 @@ class Choice(OceanEnv):
                 for far in (0, 1) for choice in (0, 1) for cue in (0, 1)]
         self._obs_table = torch.tensor(rows, dtype=torch.float32, device=self.device)
 
+    def _start(self):
+        self.far = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self.cue = self._randint(2)
+
     def _obs(self):
         choosing = self.t % (self.distance + 1) == 0
         return self._obs_table.index_select(0, 4 * (self.far & ~choosing).long() + 2 * choosing.long() + self.cue)
 
-    def reset(self):
-        self._reset_stats()
-        self.t = self._zeros()
-        self.far = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        self.n_far = self._zeros()
-        self.cue = self._randint(2)
-        return self._obs()
-
-    def step(self, actions):
+    def _transition(self, actions):
         choosing = self.t % (self.distance + 1) == 0
         self.far = torch.where(choosing, actions == 1, self.far)
         self.n_far += choosing & (actions == 1)
@@ -1124,82 +1067,42 @@ class Choice(OceanEnv):
         paid = self.far & (self.t % (self.distance + 1) == 0)  # the round's last step
         reward = near.float() * self.near_reward + hit.float() * self.cue_reward + paid.float() * self.far_reward
         terminated = self.t == self.rounds * (self.distance + 1)
-        truncated = torch.zeros_like(terminated)
-        score = self.n_far.float() / self.rounds
-        info = self._finish_step(reward, terminated, truncated, score)
-        self.t.masked_fill_(terminated, 0)
-        self.n_far.masked_fill_(terminated, 0)
         self.cue = self._randint(2)
-        return self._obs(), reward, terminated, truncated, info
+        return reward, terminated, self.n_far.float() / self.rounds
 
 
 def make_envs(args, device):
-    """The Ocean env `--env-id NAME`, on the model's device, so observations never leave it."""
-    return OCEAN_ENVS[args.env_id](args.num_envs, device=device, seed=args.seed, **env_options(args))
+    """The Ocean env `--env-id NAME`, on the model's device, so observations never leave it, with the Ocean env options
+    of the run's Args (each env reads the ones it needs)."""
+    options = dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length,
+                   reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance,
+                   choice_near_reward=args.choice_near_reward)
+    return OCEAN_ENVS[args.env_id](args.num_envs, device=device, seed=args.seed, **options)
 
 
-def env_options(args):
-    """The Ocean env options of a run's Args (each env reads the ones it needs)."""
-    return dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length,
-                reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance,
-                choice_near_reward=args.choice_near_reward)
-
-
-OCEAN_ENVS = {
-    "bandit": Bandit,
-    "password": Password,
-    "stochastic": Stochastic,
-    "squared": Squared,
-    "delay": Delay,
-    "forage": Forage,
-    "mixed": Mixed,
-    "spread": Spread,
-    "choice": Choice,
-}
+# The suite, in its order: --env-id NAME is the env's class, in lower case
+OCEAN_ENVS = {env.__name__.lower(): env for env in (Bandit, Password, Stochastic, Squared, Delay, Forage, Mixed, Spread,
+                                                    Choice)}
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Across ranks: p3o_atari.py runs under torchrun, this script never does, so here all_sum and all_gather are no-ops
-# and every rank is rank 0; they are kept so that train and the functions the two scripts share stay verbatim copies
+# Across ranks: p3o_atari.py runs under torchrun, this script never does (its train finds no process group: rank 0 of
+# 1), so all_sum, all_gather and open_writer are p3o_atari.py's in a single process (no NoWriter for other ranks)
 # ---------------------------------------------------------------------------------------------------------
 def all_sum(*tensors):
-    """Each tensor summed over the ranks of a torchrun launch, in one all-reduce (float32); in a single process the
-    tensors as they are. Every reduction across ranks goes through here. A tensor that carries a gradient keeps it:
-    the other ranks' part joins as a constant, and their gradients join through the update's all_sum of the
-    gradients. One tensor in, one out; several in, a tuple out."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return tensors if len(tensors) > 1 else tensors[0]
-    flat = torch.cat([tensor.detach().reshape(-1).float() for tensor in tensors])
-    dist.all_reduce(flat)
-    parts = flat.split([tensor.numel() for tensor in tensors])
-    totals = [total.view_as(tensor).to(tensor.dtype) for total, tensor in zip(parts, tensors)]
-    totals = tuple(tensor + (total - tensor.detach()) if tensor.requires_grad else total
-                   for tensor, total in zip(tensors, totals))
-    return totals if len(totals) > 1 else totals[0]
+    """p3o_atari.py's sum over the ranks, in a single process: the tensors as they are. One tensor in, one out;
+    several in, a tuple out."""
+    return tensors if len(tensors) > 1 else tensors[0]
 
 
 def all_gather(value):
-    """Every rank's `value` (any picklable object: the games that ended, a checkpoint's envs), in rank order; [value]
-    in a single process."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return [value]
-    values = [None] * dist.get_world_size()
-    dist.all_gather_object(values, value)
-    return values
-
-
-class NoWriter:
-    """The SummaryWriter of the ranks past 0: rank 0 alone logs (the global figures)."""
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None
+    """p3o_atari.py's gather of every rank's `value`, in a single process: [value]."""
+    return [value]
 
 
 def open_writer(args, run_name, checkpoint, rank):
     """Rank 0's TensorBoard writer, synced to Weights and Biases with --track, the run's args in its text tab. A
     resumed run drops the events its previous life logged after the checkpoint, so the curve continues."""
-    if rank > 0:
-        return NoWriter()
     if args.track:
         import wandb
 
@@ -1223,17 +1126,6 @@ def close_writer(writer, args, rank):
 # Checkpoints and refusals: a run killed at any moment loses at most one --save-interval; bad input stops
 # before any env or device is touched
 # ---------------------------------------------------------------------------------------------------------
-def rng_state():
-    """The random state a resume needs: torch's alone, as nothing here draws from Python's or NumPy's generators."""
-    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-
-
-def set_rng_state(state):
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 def save_checkpoint(path, state):
     """Write to a temporary file, flush it to disk, then rename over the old one: a kill at any moment leaves
     either the previous checkpoint or this one, whole."""
@@ -1257,8 +1149,7 @@ def claim_run_folder(run_name):
             name = f"{run_name}-{copy}"
 
 
-def checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, envs, next_obs, next_valid,
-                     history):
+def checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, envs, next_obs, next_valid, history):
     """A checkpoint's content: what --resume needs to continue the run after `iteration`. Every rank calls it: the
     envs and random numbers of ranks 1, 2, ... (torchrun) go under "ranks", on the CPU."""
     def on_cpu(value):  # what travels between ranks travels on the CPU
@@ -1266,7 +1157,9 @@ def checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, e
             return {key: on_cpu(item) for key, item in value.items()}
         return value.cpu() if torch.is_tensor(value) else value
 
-    own = {"envs": envs.state_dict(), "next_obs": next_obs, "next_valid": next_valid, "rng": rng_state()}
+    # the random state a resume needs: torch's alone, as nothing here draws from Python's or NumPy's generators
+    rng = {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+    own = {"envs": envs.state_dict(), "next_obs": next_obs, "next_valid": next_valid, "rng": rng}
     others = all_gather(on_cpu(own))[1:]
     return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration,
             "global_step": global_step, "model": agent.state_dict(), "optimizer": optimizer.state_dict(), **own,
@@ -1287,7 +1180,9 @@ def resume(checkpoint, rank, agent, optimizer, envs, next_obs, next_valid, avg_r
     # (score sum, games) an iteration; a checkpoint written before kept its last 20 games' scores, a game an entry
     iteration_scores.extend(tuple(entry) if isinstance(entry, (list, tuple)) else (entry, 1)
                             for entry in checkpoint["history"][1])
-    set_rng_state(own["rng"])
+    torch.set_rng_state(own["rng"]["torch"])
+    if own["rng"]["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(own["rng"]["cuda"])
     if rank == 0:
         fresh = "" if checkpoint["envs"] is not None else " with new episodes (this env's state cannot be saved)"
         print(f"{checkpoint['args']['env_id']}: resumed at iteration {checkpoint['iteration']}, step "

@@ -127,8 +127,7 @@ def gae(rewards, terminals, values, next_value, gamma, gae_lambda):
     """A[t] = delta[t] + gamma * lambda * (1 - d[t]) * A[t + 1], delta[t] = r[t] + gamma * (1 - d[t]) * V[t + 1] - V[t].
 
     d[t] = terminals[t] is 1 where step t ended its episode; V[T] = next_value bootstraps the rollout's end.
-    Shapes: rewards, terminals, values [T, N]; next_value [N]. Returns advantages [T, N].
-    """
+    Shapes: rewards, terminals, values [T, N]; next_value [N]. Returns advantages [T, N]."""
     advantages = torch.zeros_like(rewards)
     lastgaelam = 0.0
     for t in reversed(range(rewards.shape[0])):
@@ -182,8 +181,7 @@ def make_network(obs_shape):
             nn.Tanh(),
         ), 64, 1.0
     raise ValueError(f"no network here fits observations of shape {obs_shape}: these scripts take 84x84 frames, "
-                     "grids of "
-                     "channels up to 32x32 or flat vectors (wrap the env, e.g. gymnasium.wrappers.FlattenObservation)")
+                     "grids of channels up to 32x32 or vectors (wrap the env in gymnasium.wrappers.FlattenObservation)")
 
 
 class Agent(nn.Module):
@@ -338,8 +336,7 @@ def train(args, checkpoint=None):
             advantages *= valid  # autoreset steps are not decisions
             returns = advantages + values
         # end PPO
-        bad = first_nonfinite(rewards=rewards, advantages=advantages)
-        if bad:
+        if bad := first_nonfinite(rewards=rewards, advantages=advantages):
             stop_nonfinite(f"{bad} in the advantage", snapshot(iteration - 1, global_step - args.batch_size), writer,
                            rank)
         timer.lap("advantage")
@@ -414,16 +411,15 @@ def train(args, checkpoint=None):
                 grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 # end PPO
                 grad_norms += [grad_norm]
-                bad = first_nonfinite(loss=loss, grad_norm=grad_norm)
-                if bad:
+                if bad := first_nonfinite(loss=loss, grad_norm=grad_norm):
                     stop_nonfinite(f"{bad} in the update (epoch {epoch}, minibatch {start // minibatch_size})",
                                    snapshot(iteration - 1, global_step - args.batch_size), writer, rank)
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:
                 break
-        bad = first_nonfinite(**dict(agent.named_parameters()))
-        if bad:  # finite loss and gradients, yet the step overflowed: the last checkpoint is the last good state
+        if bad := first_nonfinite(**dict(agent.named_parameters())):
+            # finite loss and gradients, yet the step overflowed: the last checkpoint is the last good state
             writer.close()
             sys.exit(f"{Path(__file__).name}: error: non-finite parameter {bad} after the update of iteration "
                      f"{iteration}; last good state: runs/{run_name}/checkpoint.pt")
@@ -484,81 +480,86 @@ def train(args, checkpoint=None):
 # ---------------------------------------------------------------------------------------------------------
 # Env families: EnvPool Atari, Gymnasium (MinAtar, ...), and the Ocean envs of p3o_ocean.py
 # ---------------------------------------------------------------------------------------------------------
-def end_episodes(envs, reward, ended):
-    """Count one step of each env into its running episode (its raw reward, and a decision unless it is a reset step),
-    and return the return and length of the episodes that `ended` there (zeros elsewhere), which then start afresh."""
-    envs.episode_return += reward
-    envs.episode_length += ~envs.resetting  # reset steps are not decisions
-    episode_return = np.where(ended, envs.episode_return, 0.0).astype(np.float32)
-    episode_length = np.where(ended, envs.episode_length, 0)
-    envs.episode_return[ended] = 0
-    envs.episode_length[ended] = 0
-    return episode_return, episode_length
+class VectorEnvs:
+    """EnvPool's and Gymnasium's vector envs in the Ocean envs' interface: torch tensors on the model's device in and
+    out, and `info` with the return and length (in decisions) of each episode where it ended, zeros elsewhere. Both
+    spend the step after a done on the reset: that step ignores its action, pays 0 and is no decision."""
 
-
-class AtariEnvs:
-    """EnvPool's Atari in the Ocean envs' interface: torch tensors on the model's device in and out, and the
-    statistics of whole games. Training episodes end at each lost life (`episodic_life`) and see clipped
-    rewards; `info` reports a game's raw score and its length in decisions where the game ended (zeros
-    elsewhere), counted afresh after a game over and after a truncation alike."""
-
-    # EnvPool spends the step after a done on the reset: that step ignores its action and pays 0.
     autoreset_next_step = True
     solved_score = None  # no score marks a game solved
+
+    def __init__(self, envs, num_envs, device, num_actions):
+        self.envs, self.num_envs, self.device, self.num_actions = envs, num_envs, device, num_actions
+        self.episode_return = np.zeros(num_envs, dtype=np.float32)
+        self.episode_length = np.zeros(num_envs, dtype=np.int64)
+        self.resetting = np.zeros(num_envs, dtype=bool)
+
+    def observation(self, obs):
+        return torch.from_numpy(obs).to(self.device)
+
+    def started(self, obs):
+        """reset's end: every env's episode starts afresh."""
+        self.episode_return[:] = 0
+        self.episode_length[:] = 0
+        self.resetting[:] = False
+        return self.observation(obs)
+
+    def state_dict(self):
+        return None  # neither EnvPool nor Gymnasium can save its envs: a resumed run starts new episodes
+
+    def stepped(self, obs, reward, terminated, truncated, raw_reward, ended):
+        """step's end: count the step into each env's running episode (its raw reward, and a decision unless it is a
+        reset step), report the episodes that `ended` there, which then start afresh, and hand the step on."""
+        self.episode_return += raw_reward
+        self.episode_length += ~self.resetting  # reset steps are not decisions
+        episode_return = np.where(ended, self.episode_return, 0.0).astype(np.float32)
+        episode_length = np.where(ended, self.episode_length, 0)
+        self.episode_return[ended] = 0
+        self.episode_length[ended] = 0
+        self.resetting = terminated | truncated
+        reward, terminated, truncated, episode_return, episode_length = (
+            torch.from_numpy(x).to(self.device)
+            for x in (reward.astype(np.float32), terminated, truncated, episode_return, episode_length)
+        )
+        # the score is the raw return (an Atari game's score)
+        info = {"episode_return": episode_return, "episode_length": episode_length, "score": episode_return}
+        return self.observation(obs), reward, terminated, truncated, info
+
+
+class AtariEnvs(VectorEnvs):
+    """EnvPool's Atari. Training episodes end at each lost life (`episodic_life`) and see clipped rewards; `info`
+    reports a game's raw score and its length in decisions where the game ended, counted afresh after a game over
+    and after a truncation alike."""
 
     def __init__(self, env_id, num_envs, device, seed):
         import envpool
 
-        self.envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, episodic_life=True, reward_clip=True,
-                                 seed=seed)
-        self.num_envs, self.device = num_envs, device
-        self.num_actions = self.envs.action_space.n
-        self.episode_return = np.zeros(num_envs, dtype=np.float32)
-        self.episode_length = np.zeros(num_envs, dtype=np.int64)
-        self.resetting = np.zeros(num_envs, dtype=bool)
+        envs = envpool.make(env_id, env_type="gymnasium", num_envs=num_envs, episodic_life=True, reward_clip=True,
+                            seed=seed)
+        super().__init__(envs, num_envs, device, envs.action_space.n)
 
     def reset(self):
-        obs, _ = self.envs.reset()
-        self.episode_return[:] = 0
-        self.episode_length[:] = 0
-        self.resetting[:] = False
-        return torch.from_numpy(obs).to(self.device)
-
-    def state_dict(self):
-        return None  # EnvPool cannot save its emulators: a resumed run starts new games
+        return self.started(self.envs.reset()[0])
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.envs.step(action.cpu().numpy())
         # the raw score, not the clipped reward; a game ends at a game over or a truncation, not at each lost life
-        episode_return, episode_length = end_episodes(self, info["reward"], info["terminated"].astype(bool) | truncated)
-        self.resetting = terminated | truncated
-        obs, reward, terminated, truncated, episode_return, episode_length = (
-            torch.from_numpy(x).to(self.device)
-            for x in (obs, reward.astype(np.float32), terminated, truncated, episode_return, episode_length)
-        )
-        # an Atari game's score is its raw return
-        info = {"episode_return": episode_return, "episode_length": episode_length, "score": episode_return}
-        return obs, reward, terminated, truncated, info
+        game_over = info["terminated"].astype(bool) | truncated
+        return self.stepped(obs, reward, terminated, truncated, info["reward"], game_over)
 
 
-class GymnasiumEnvs:
-    """Any Gymnasium env with a discrete action space (MinAtar's games, CartPole, ...) in the same interface, through
-    Gymnasium's synchronous vector env (env i seeded with --seed + i). Its next-step autoreset spends the step after
-    a done on the reset, as EnvPool does. Rewards are the env's own, unclipped, and an episode is the env's episode.
-    Grids and images come height x width x channels and are handed on channels first, as EnvPool's frames are."""
-
-    autoreset_next_step = True
-    solved_score = None
+class GymnasiumEnvs(VectorEnvs):
+    """Any Gymnasium env with a discrete action space (MinAtar's games, CartPole, ...), through Gymnasium's
+    synchronous vector env (env i seeded with --seed + i) and its next-step autoreset. Rewards are the env's own,
+    unclipped, and an episode is the env's episode. Grids and images come height x width x channels and are handed
+    on channels first, as EnvPool's frames are."""
 
     def __init__(self, env_id, num_envs, device, seed):
         gym = import_gymnasium(env_id)
         autoreset = {"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
-        self.envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", vector_kwargs=autoreset)
-        self.num_envs, self.device, self.seed = num_envs, device, seed
-        self.num_actions = int(self.envs.single_action_space.n)
-        self.episode_return = np.zeros(num_envs, dtype=np.float32)
-        self.episode_length = np.zeros(num_envs, dtype=np.int64)
-        self.resetting = np.zeros(num_envs, dtype=bool)
+        envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", vector_kwargs=autoreset)
+        super().__init__(envs, num_envs, device, int(envs.single_action_space.n))
+        self.seed = seed
 
     @staticmethod
     def observation_shape(space):
@@ -571,25 +572,12 @@ class GymnasiumEnvs:
         return torch.from_numpy(np.ascontiguousarray(obs)).to(self.device)
 
     def reset(self):
-        obs, _ = self.envs.reset(seed=self.seed)
-        self.episode_return[:] = 0
-        self.episode_length[:] = 0
-        self.resetting[:] = False
-        return self.observation(obs)
-
-    def state_dict(self):
-        return None  # Gymnasium has no general way to save an env: a resumed run starts new episodes
+        return self.started(self.envs.reset(seed=self.seed)[0])
 
     def step(self, action):
         obs, reward, terminated, truncated, _ = self.envs.step(action.cpu().numpy())
-        reward, done = reward.astype(np.float32), terminated | truncated
-        episode_return, episode_length = end_episodes(self, reward, done)
-        self.resetting = done
-        reward, terminated, truncated, episode_return, episode_length = (
-            torch.from_numpy(x).to(self.device) for x in (reward, terminated, truncated, episode_return, episode_length)
-        )
-        info = {"episode_return": episode_return, "episode_length": episode_length, "score": episode_return}
-        return self.observation(obs), reward, terminated, truncated, info
+        reward = reward.astype(np.float32)
+        return self.stepped(obs, reward, terminated, truncated, reward, terminated | truncated)
 
 
 def import_gymnasium(env_id):
@@ -622,12 +610,9 @@ def make_envs(args, device):
     """An Ocean env of p3o_ocean.py for `--env-id ocean/NAME` (the only import across files), EnvPool Atari for its
     ids, and Gymnasium for any other id."""
     if args.env_id.startswith("ocean/"):
-        from p3o_ocean import OCEAN_ENVS
+        from p3o_ocean import make_envs as make_ocean_envs
 
-        options = dict(delay=args.delay, forage_distance=args.forage_distance, password_length=args.password_length,
-                       reward_noise=args.reward_noise, spread=args.spread, choice_distance=args.choice_distance,
-                       choice_near_reward=args.choice_near_reward)
-        return OCEAN_ENVS[args.env_id[len("ocean/") :]](args.num_envs, device=device, seed=args.seed, **options)
+        return make_ocean_envs(replace(args, env_id=args.env_id[len("ocean/") :]), device)
     if args.env_id in atari_ids():
         return AtariEnvs(args.env_id, args.num_envs, device, args.seed)
     return GymnasiumEnvs(args.env_id, args.num_envs, device, args.seed)
@@ -703,17 +688,6 @@ def close_writer(writer, args, rank):
 # Checkpoints and refusals: a run killed at any moment loses at most one --save-interval; bad input stops
 # before any env or device is touched
 # ---------------------------------------------------------------------------------------------------------
-def rng_state():
-    """The random state a resume needs: torch's alone, as nothing here draws from Python's or NumPy's generators."""
-    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-
-
-def set_rng_state(state):
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 def save_checkpoint(path, state):
     """Write to a temporary file, flush it to disk, then rename over the old one: a kill at any moment leaves
     either the previous checkpoint or this one, whole."""
@@ -737,8 +711,7 @@ def claim_run_folder(run_name):
             name = f"{run_name}-{copy}"
 
 
-def checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, envs, next_obs, next_valid,
-                     history):
+def checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, envs, next_obs, next_valid, history):
     """A checkpoint's content: what --resume needs to continue the run after `iteration`. Every rank calls it: the
     envs and random numbers of ranks 1, 2, ... (torchrun) go under "ranks", on the CPU."""
     def on_cpu(value):  # what travels between ranks travels on the CPU
@@ -746,7 +719,9 @@ def checkpoint_state(args, run_name, iteration, global_step, agent, optimizer, e
             return {key: on_cpu(item) for key, item in value.items()}
         return value.cpu() if torch.is_tensor(value) else value
 
-    own = {"envs": envs.state_dict(), "next_obs": next_obs, "next_valid": next_valid, "rng": rng_state()}
+    # the random state a resume needs: torch's alone, as nothing here draws from Python's or NumPy's generators
+    rng = {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+    own = {"envs": envs.state_dict(), "next_obs": next_obs, "next_valid": next_valid, "rng": rng}
     others = all_gather(on_cpu(own))[1:]
     return {"script": Path(__file__).name, "args": vars(args), "run_name": run_name, "iteration": iteration,
             "global_step": global_step, "model": agent.state_dict(), "optimizer": optimizer.state_dict(), **own,
@@ -767,7 +742,9 @@ def resume(checkpoint, rank, agent, optimizer, envs, next_obs, next_valid, avg_r
     # (score sum, games) an iteration; a checkpoint written before kept its last 20 games' scores, a game an entry
     iteration_scores.extend(tuple(entry) if isinstance(entry, (list, tuple)) else (entry, 1)
                             for entry in checkpoint["history"][1])
-    set_rng_state(own["rng"])
+    torch.set_rng_state(own["rng"]["torch"])
+    if own["rng"]["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(own["rng"]["cuda"])
     if rank == 0:
         fresh = "" if checkpoint["envs"] is not None else " with new episodes (this env's state cannot be saved)"
         print(f"{checkpoint['args']['env_id']}: resumed at iteration {checkpoint['iteration']}, step "

@@ -74,7 +74,7 @@ MUTANTS = [
     ("kernel_sum_misses_its_last_level", "kernels/advantage.cu", "for (int half = blockDim.x / 2; half > 0; half /= 2) {\n            if (j < half) sums[j] +=", "for (int half = blockDim.x / 2; half > 1; half /= 2) {\n            if (j < half) sums[j] +=", ["tests/test_advantage.py"]),
     ("kernel_no_barrier_before_the_sum", "kernels/advantage.cu", "sums[j] = residual;\n        __syncthreads();", "sums[j] = residual;", ["tests/test_advantage.py"]),
     # the Gymnasium path of the Atari pair
-    ("reset_step_counted_as_a_decision", "ppo_baseline.py", "envs.episode_length += ~envs.resetting", "envs.episode_length += 1", [GYMNASIUM, "tests/test_atari.py::test_atari_envs_report_whole_games_in_raw_score"]),
+    ("reset_step_counted_as_a_decision", "ppo_baseline.py", "self.episode_length += ~self.resetting", "self.episode_length += 1", [GYMNASIUM, "tests/test_atari.py::test_atari_envs_report_whole_games_in_raw_score"]),
     ("gymnasium_grid_not_channels_first", "p3o_atari.py", "obs = np.moveaxis(obs, -1, 1) if obs.ndim == 4 else obs", "obs = obs", [GYMNASIUM]),
     ("gymnasium_minatar_network_width", "p3o_atari.py", "(obs_shape[2] - 2), 128)),\n            nn.ReLU(),\n        ), 128, 1.0", "(obs_shape[2] - 2), 64)),\n            nn.ReLU(),\n        ), 64, 1.0", [GYMNASIUM]),
     ("kernel_wrapper_default_keep_all", "kernels/advantage.py", "torch.zeros(H, device=mu.device) if keep is None", "torch.ones(H, device=mu.device) if keep is None", [KERNEL_WRAPPER]),

@@ -88,7 +88,7 @@ def test_the_scripts_read_in_cleanrls_order():
     assert atari[: atari.index("\n# P3O:")].count("\n") < 250
 
 
-@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_inside", "episode_windows", "p3o_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "rng_state", "set_rng_state", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "window_sum_variance", "window_mu", "tie_z", "CHECKPOINT_KEYS", "CLOCK_ROWS", "step_clock_table", "all_sum", "train", "log_p3o_statistics", "all_gather", "NoWriter", "open_writer", "close_writer", "checkpoint_state", "resume", "stop_nonfinite"])
+@pytest.mark.parametrize("name", ["MIN_SIGMA", "episode_ends", "episode_inside", "episode_windows", "p3o_advantage", "select_advantage", "precision", "log_weight_curve", "layer_init", "masked_mean", "explained_variance", "PhaseTimer", "show_progress", "save_checkpoint", "load_checkpoint", "resume_args", "first_nonfinite", "claim_run_folder", "window_sum_variance", "window_mu", "tie_z", "CHECKPOINT_KEYS", "CLOCK_ROWS", "step_clock_table", "train", "log_p3o_statistics", "close_writer", "checkpoint_state", "resume", "stop_nonfinite"])
 def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     """The single-file scripts repeat each other on purpose; the repeats must not drift apart. Both P3O scripts hold one
     `train`, text for text: what differs between env families is make_envs' and the env classes' business."""
@@ -101,6 +101,21 @@ def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
         assert p3o_atari.CHECKPOINT_KEYS == p3o_ocean.CHECKPOINT_KEYS == ppo_baseline.CHECKPOINT_KEYS
     else:
         assert inspect.getsource(getattr(p3o_atari, name)) == inspect.getsource(getattr(p3o_ocean, name))
+
+
+def test_p3o_oceans_rank_helpers_are_p3o_ataris_in_a_single_process():
+    """p3o_ocean.py never runs under torchrun, so its all_sum, all_gather and open_writer are p3o_atari.py's without
+    a process group (the only way its verbatim train can call them): the same objects back, one in and one out,
+    several in and a tuple out; rank 0's writer."""
+    a, b = torch.randn(3, requires_grad=True), torch.arange(4)
+    for module in (p3o_atari, p3o_ocean):
+        assert module.all_sum(a) is a
+        both = module.all_sum(a, b)
+        assert type(both) is tuple and len(both) == 2 and both[0] is a and both[1] is b
+        assert module.all_gather({"games": [1.0]}) == [{"games": [1.0]}]
+    assert "dist." not in inspect.getsource(p3o_ocean.all_sum) + inspect.getsource(p3o_ocean.all_gather)
+    rank_0 = inspect.getsource(p3o_atari.open_writer).replace("    if rank > 0:\n        return NoWriter()\n", "")
+    assert rank_0 == inspect.getsource(p3o_ocean.open_writer) != inspect.getsource(p3o_atari.open_writer)
 
 
 def test_weight_curve_histogram_is_the_normalised_precision(tmp_path):
