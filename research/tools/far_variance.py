@@ -27,12 +27,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 def far_once_targets(script, rewards, terminals, mu, tail_mu, keep, K):
     """The far targets of far_bootstrap_once.patch at the offsets from K on: [T, N, H - K]."""
     T, N, H = mu.shape
-    targets = script.episode_windows(rewards, terminals, H, tail_mu)[0]
+    raw = script.episode_windows(rewards, terminals, H, tail_mu)[0][..., K:]
+    targets = raw.clone()
     if K < T:
         runs = script.episode_ends(terminals)[: T - K] >= torch.arange(K, T, device=mu.device)[:, None]
-        targets[: T - K, :, K:] = torch.where(runs[..., None], mu[K:, :, : H - K], targets[: T - K, :, K:])
-    raw = script.episode_windows(rewards, terminals, H, tail_mu)[0]
-    return torch.where(keep[K:], raw[..., K:], targets[..., K:])
+        targets[: T - K] = torch.where(runs[..., None], mu[K:, :, : H - K], raw[: T - K])
+    return torch.where(keep[K:], raw, targets)
 
 
 def measured(script, K, log):
