@@ -391,7 +391,7 @@ def train(args, checkpoint=None):
     num_envs, batch_size = args.num_envs // world_size, args.batch_size // world_size  # this rank's
     minibatch_size = args.minibatch_size // world_size
     # a new run never writes into another run's folder; a resumed one continues its own
-    run_name = f"{args.env_id.replace('/', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_name = f"{args.env_id.replace('/', '_').replace(':', '_')}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_name = checkpoint["run_name"] if checkpoint else claim_run_folder(run_name) if rank == 0 else None
     writer = open_writer(args, run_name, checkpoint, rank)
 

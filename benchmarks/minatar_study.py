@@ -55,6 +55,7 @@ ARMS = {
     "ppo_0.9": ("ppo_baseline.py", ["--gamma", "0.9"]),
     "ppo_0.99": ("ppo_baseline.py", ["--gamma", "0.99"]),
     "ppo_0.999": ("ppo_baseline.py", ["--gamma", "0.999"]),
+    "ppo_0.99_lam08": ("ppo_baseline.py", ["--gamma", "0.99", "--gae-lambda", "0.8"]),
     "p3o_h32": ("p3o_atari.py", ["--horizon", "32"]),
     "p3o_h128": ("p3o_atari.py", ["--horizon", "128"]),
 }
@@ -62,19 +63,28 @@ PPO_NAMES = {"ppo_0.9": "0.9 / 0.95", "ppo_0.99": "0.99 / 0.95", "ppo_0.999": "0
 FIELDS = ["game", "arm", "seed", "steps", "final_return", "sps", "explained_variance", "tied_offsets", "machine"]
 
 
-def env_id(game):
-    return f"MinAtar/{game}-v1"
+def env_id(game, delay=0):
+    """The game as it ships, or with every reward `delay` steps late (envs/delayed.py)."""
+    return f"envs.delayed:MinAtar/{game}-Delay{delay}-v1" if delay else f"MinAtar/{game}-v1"
 
 
-def run_folder(runs, game, arm, seed):
+def folder_prefix(game, delay=0):
+    """A run folder's name up to its first `__`: the env id as the scripts write it in a path."""
+    return env_id(game, delay).replace("/", "_").replace(":", "_")
+
+
+def run_folder(runs, game, arm, seed, delay=0):
     """The newest run folder of (game, arm, seed) under `runs`, or None."""
-    found = sorted(Path(runs).glob(f"MinAtar_{game}-v1__{arm}__{seed}__*"), key=lambda p: p.name.rsplit("__", 1)[1])
+    found = sorted(Path(runs).glob(f"{folder_prefix(game, delay)}__{arm}__{seed}__*"), key=lambda p: p.name.rsplit("__", 1)[1])
     return found[-1] if found else None
 
 
-def run_key(folder):
-    """(game, arm, seed) of a run folder `MinAtar_<Game>-v1__<arm>__<seed>__<time>`, as strings."""
-    return folder.name[len("MinAtar_") :].split("-v1__")[0], *folder.name.split("__")[1:3]
+def run_key(folder, delay=0):
+    """(game, arm, seed) of a run folder `<env id as a path>__<arm>__<seed>__<time>` of the delay, as strings, or None
+    where the folder is another delay's or no MinAtar run's."""
+    prefix, *key = folder.name.split("__")[:3]
+    game = next((g for g in GAMES if folder_prefix(g, delay) == prefix), None)
+    return (game, *key) if game and len(key) == 2 else None
 
 
 def read_rows(path):
@@ -94,10 +104,10 @@ def append_rows(path, rows, fields):
         writer.writerows(rows)
 
 
-def arm_command(game, arm, steps):
+def arm_command(game, arm, steps, delay=0):
     """`python SCRIPT ...` of one arm on one game, less the interpreter: the table's configuration and the arm's flags."""
     script, flags = ARMS[arm]
-    return [str(ROOT / script), "--env-id", env_id(game), "--total-timesteps", str(steps), *CONFIG, *flags]
+    return [str(ROOT / script), "--env-id", env_id(game, delay), "--total-timesteps", str(steps), *CONFIG, *flags]
 
 
 def one_thread():
@@ -105,23 +115,23 @@ def one_thread():
     return dict(os.environ, OMP_NUM_THREADS="1", **MALLOC_ENV)
 
 
-def train(game, arm, seed, steps, runs, tag="", extra=()):
+def train(game, arm, seed, steps, runs, tag="", extra=(), delay=0):
     """One run to `steps`, continuing its checkpoint where one is there; returns the run folder. Its --exp-name is
     the arm's name and `tag` (a screen's patched checkout names its runs so). A run that exits non-zero raises
     RuntimeError naming its log."""
     name = arm + tag
-    folder = run_folder(runs, game, name, seed)
+    folder = run_folder(runs, game, name, seed, delay)
     if folder is not None and (folder / "checkpoint.pt").exists():
         command = [str(ROOT / ARMS[arm][0]), "--resume", str(folder / "checkpoint.pt")]
     else:
-        command = [*arm_command(game, arm, steps), "--exp-name", name, "--seed", str(seed), *extra]
-    log = Path(runs) / f"{game}_{name}_s{seed}.log"
+        command = [*arm_command(game, arm, steps, delay), "--exp-name", name, "--seed", str(seed), *extra]
+    log = Path(runs) / f"{game}{f'_delay{delay}' if delay else ''}_{name}_s{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
         code = subprocess.run([sys.executable, str(HERE / "flushing.py"), *command, "--no-progress"], cwd=Path(runs).parent, env=one_thread(), stdout=out, stderr=subprocess.STDOUT).returncode
     if code != 0:
         raise RuntimeError(f"minatar_study.py: {game} {name} seed {seed} exited with status {code}; its log: {log}")
-    return run_folder(runs, game, name, seed)
+    return run_folder(runs, game, name, seed, delay)
 
 
 def export(folder, game, arm, seed, steps, machine):
@@ -158,7 +168,7 @@ def command_run(opts):
         """Train and export one run; returns the job if it failed (reported here), so the queue goes on without it."""
         game, arm, seed = job
         try:
-            folder = train(game, arm, seed, opts.steps, opts.runs, opts.tag, opts.flags.split())
+            folder = train(game, arm, seed, opts.steps, opts.runs, opts.tag, opts.flags.split(), opts.delay)
             row = export(folder, game, arm + opts.tag, seed, opts.steps, opts.machine)
         except (RuntimeError, ValueError) as error:
             print(error, flush=True)
@@ -174,9 +184,10 @@ def command_run(opts):
 
 def command_export(opts):
     done = {(r["game"], r["arm"], r["seed"]) for r in read_rows(RUNS_CSV)}
-    for folder in sorted(Path(opts.runs).glob("MinAtar_*")):
-        game, arm, seed = run_key(folder)
-        if (game, arm, seed) not in done:
+    for folder in sorted(Path(opts.runs).glob("*__*__*")):
+        key = run_key(folder, opts.delay)
+        if key and key not in done:
+            game, arm, seed = key
             try:
                 row = export(folder, game, arm, seed, opts.steps, opts.machine)
                 print(f"{game} {arm} seed {seed}: {row['final_return']:.2f}")
@@ -212,7 +223,7 @@ def finals_of(path):
     return finals
 
 
-def default_table(finals, default):
+def default_table(finals, default, title="Today's default", steps="5M steps"):
     """The README's table: P3O at today's default (`default`'s p3o_h128 and p3o_h32) against PPO at 0.99 / 0.95 and
     PPO's best arm on each game (PPO's arms of `finals` and `default`), and P3O's normalised scores."""
     ppo = {**{k: v for k, v in finals.items() if k[1] in PPO_NAMES}, **{k: v for k, v in default.items() if k[1] in PPO_NAMES}}
@@ -221,8 +232,8 @@ def default_table(finals, default):
         return
     best = {g: max((a for a in PPO_NAMES if (g, a) in ppo), key=lambda a: np.mean(ppo[(g, a)])) for g in games}
     cell = lambda values: "{:.2f} +- {:.2f}".format(*ci95(values))  # noqa: E731
-    print("Today's default, 5M steps: final return, mean +- 95% CI (seeds)\n")
-    print("| 5M steps | " + " | ".join(games) + " |\n|" + " --- |" * (len(games) + 1))
+    print(f"{title}, {steps}: final return, mean +- 95% CI (seeds)\n")
+    print(f"| {steps} | " + " | ".join(games) + " |\n|" + " --- |" * (len(games) + 1))
     print("| PPO 0.99 / 0.95 | " + " | ".join(f"{cell(ppo[(g, 'ppo_0.99')])} ({len(ppo[(g, 'ppo_0.99')])})" for g in games) + " |")
     print("| PPO's best arm | " + " | ".join(f"{cell(ppo[(g, best[g])])} ({PPO_NAMES[best[g]]}; {len(ppo[(g, best[g])])})" for g in games) + " |")
     for arm, name in (("p3o_h128", "P3O H = 128"), ("p3o_h32", "P3O H = 32")):
@@ -255,10 +266,44 @@ def command_speed(opts):
             print(f"{game}: PPO 0.99 {ppo:,.0f} SPS {sps['ppo_0.99']}, P3O H = 128 {p3o:,.0f} SPS {sps['p3o_h128']}: {p3o / ppo:.2f}x", flush=True)
 
 
+def print_differences(finals, games, arms, best):
+    """Each game's differences, Welch's 95% CI: P3O at H = 128 and 32 against PPO at 0.99 / 0.95 and the game's best
+    PPO arm (`best`), each screen (an arm's name and a tag) against its arm, and H = 128 against H = 32."""
+    for game in games:
+        for p3o in ("p3o_h128", "p3o_h32"):
+            if (game, p3o) not in finals:
+                continue
+            for ref in dict.fromkeys(["ppo_0.99", best[game]]):
+                if ref and (game, ref) in finals:
+                    d, half = difference_ci95(finals[(game, p3o)], finals[(game, ref)])
+                    print(f"{game}: {p3o} - {ref}{' (best PPO)' if ref == best[game] else ''} = {d:+.2f} +- {half:.2f}")
+        for screen in [arm for arm in arms if arm not in ARMS and (game, arm) in finals]:
+            base = max((arm for arm in ARMS if screen.startswith(arm)), key=len)
+            if (game, base) in finals:
+                d, half = difference_ci95(finals[(game, screen)], finals[(game, base)])
+                print(f"{game}: {screen} - {base} = {d:+.2f} +- {half:.2f}")
+        if (game, "p3o_h128") in finals and (game, "p3o_h32") in finals and (game, "ppo_0.99") in finals:
+            d, half = difference_ci95(finals[(game, "p3o_h128")], finals[(game, "p3o_h32")])
+            bar = 0.05 * abs(np.mean(finals[(game, "ppo_0.99")]))
+            inside = abs(d) + half <= bar
+            print(f"{game}: H = 128 - H = 32 = {d:+.2f} +- {half:.2f} ({'inside' if inside else 'not inside'} +-{bar:.2f}, 5% of PPO 0.99's return)")
+
+
+def delay_report(finals, delay, steps):
+    """The late-reward study (`run --delay K`): its table, every arm against PPO at 0.99 / 0.95 and PPO's best arm
+    game by game, P3O's normalised scores, and the differences."""
+    default_table(finals, finals, f"Every reward {delay} steps late", f"{steps / 1e6:.0f}M steps")
+    games = [g for g in GAMES if (g, "p3o_h128") in finals]
+    best = {g: max((a for a in PPO_NAMES if (g, a) in finals), key=lambda a: np.mean(finals[(g, a)]), default=None) for g in games}
+    print_differences(finals, games, [arm for arm in ARMS if any(key[1] == arm for key in finals)], best)
+
+
 def command_report(opts):
     rows = read_rows(RUNS_CSV)
     if not rows:
         raise SystemExit(f"minatar_study.py: no runs in {RUNS_CSV}")
+    if opts.delay:
+        return delay_report(finals_of(RUNS_CSV), opts.delay, max(int(row["steps"]) for row in rows))
     default_table(finals_of(RUNS_CSV), finals_of(Path(opts.default_results) / "minatar_runs.csv"))
     print(f"The runs of {RUNS_CSV} (the default before the lambda-return, and PPO's gammas):\n")
     finals, sps = {}, {}
@@ -281,24 +326,7 @@ def command_report(opts):
             cells.append(f"{mean:.2f} +- {half:.2f} ({len(values)})" if values else "")
         print(f"| {game} | " + " | ".join(cells) + " |")
     print()
-    for game in games:
-        for p3o in ("p3o_h128", "p3o_h32"):
-            if (game, p3o) not in finals:
-                continue
-            for ref in dict.fromkeys(["ppo_0.99", best[game]]):
-                if ref and (game, ref) in finals:
-                    d, half = difference_ci95(finals[(game, p3o)], finals[(game, ref)])
-                    print(f"{game}: {p3o} - {ref}{' (best PPO)' if ref == best[game] else ''} = {d:+.2f} +- {half:.2f}")
-        for screen in [arm for arm in arms if arm not in ARMS and (game, arm) in finals]:
-            base = max((arm for arm in ARMS if screen.startswith(arm)), key=len)
-            if (game, base) in finals:
-                d, half = difference_ci95(finals[(game, screen)], finals[(game, base)])
-                print(f"{game}: {screen} - {base} = {d:+.2f} +- {half:.2f}")
-        if (game, "p3o_h128") in finals and (game, "p3o_h32") in finals and (game, "ppo_0.99") in finals:
-            d, half = difference_ci95(finals[(game, "p3o_h128")], finals[(game, "p3o_h32")])
-            bar = 0.05 * abs(np.mean(finals[(game, "ppo_0.99")]))
-            inside = abs(d) + half <= bar
-            print(f"{game}: H = 128 - H = 32 = {d:+.2f} +- {half:.2f} ({'inside' if inside else 'not inside'} +-{bar:.2f}, 5% of PPO 0.99's return)")
+    print_differences(finals, games, arms, best)
     rng = np.random.default_rng(0)
     print()
     for arm in arms:
@@ -372,8 +400,12 @@ def main():
     global RESULTS, RUNS_CSV, CURVES_CSV, WEIGHTS_CSV
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("run", "export"):
+    for name in ("run", "export", "report"):
         p = sub.add_parser(name)
+        p.add_argument("--delay", type=int, default=0, help="every reward this many steps late (envs/delayed.py); its "
+                       "runs' CSVs go to benchmarks/results/minatar_delay<K> unless --results says otherwise")
+    for name in ("run", "export"):
+        p = sub.choices[name]
         p.add_argument("--steps", type=int, default=5_000_000)
         p.add_argument("--runs", default=str(ROOT / "runs"), help="the folder of the run folders")
         p.add_argument("--machine", default="cpu-2core", help="where the runs trained, for the CSV")
@@ -384,16 +416,17 @@ def main():
     run.add_argument("--workers", type=int, default=2)
     run.add_argument("--tag", default="", help="appended to each arm's name: a screen's runs (research/README.md)")
     run.add_argument("--flags", default="", help="more flags for every run, a screen's (with --tag): --flags='--td-lambda 0.6'")
-    report = sub.add_parser("report")
+    report = sub.choices["report"]
     report.add_argument("--default-results", default=str(DEFAULT_RESULTS), help="the folder of today's default's minatar_runs.csv")
     speed = sub.add_parser("speed")
     speed.add_argument("--games", nargs="+", default=GAMES, choices=GAMES)
     speed.add_argument("--steps", type=int, default=8192 * 12)
     speed.add_argument("--repeats", type=int, default=2)
     for p in sub.choices.values():
-        p.add_argument("--results", default=str(RESULTS), help="the folder of the CSVs and figures")
+        p.add_argument("--results", help="the folder of the CSVs and figures (default: benchmarks/results, or "
+                       "benchmarks/results/minatar_delay<K> with --delay)")
     opts = parser.parse_args()
-    RESULTS = Path(opts.results)
+    RESULTS = Path(opts.results or (RESULTS / f"minatar_delay{opts.delay}" if getattr(opts, "delay", 0) else RESULTS))
     RUNS_CSV, CURVES_CSV, WEIGHTS_CSV = RESULTS / "minatar_runs.csv", RESULTS / "minatar_curves.csv", RESULTS / "minatar_weights.csv"
     {"run": command_run, "export": command_export, "report": command_report, "speed": command_speed}[opts.command](opts)
 

@@ -280,7 +280,7 @@ def test_minatar_run_reports_a_failed_run_and_goes_on(tmp_path, monkeypatch, cap
     monkeypatch.setattr(minatar_study, "export", lambda folder, *rest: {"final_return": 7.0, "sps": 100.0})
     monkeypatch.setattr(minatar_study, "RUNS_CSV", tmp_path / "runs.csv")
     opts = types.SimpleNamespace(games=["Breakout"], arms=["p3o_h128"], seeds=[1, 2, 3], steps=1000, runs=tmp_path,
-                                 tag="", flags="", machine="here", workers=1)
+                                 tag="", flags="", machine="here", workers=1, delay=0)
     with pytest.raises(SystemExit, match="1 of 3 runs failed or did not export: Breakout p3o_h128 1$"):
         minatar_study.command_run(opts)
     out = capsys.readouterr().out
@@ -303,6 +303,34 @@ def test_minatar_report_compares_p3o_with_each_games_best_gamma(tmp_path, monkey
     assert "Freeway: p3o_h128 - ppo_0.99 (best PPO) = -31.00" in out
     assert "p3o_h128: mean score normalised by each game's best PPO gamma (ppo_0.9, ppo_0.99) 0.500" in out  # (11/22 + 31/62) / 2
     assert "p3o_h128: mean PPO(0.99)-normalised score over 2 games 0.708" in out  # (11/12 + 31/62) / 2
+
+
+def test_minatar_delay_study_names_its_runs_and_reports_against_ppos_best_arm(tmp_path, monkeypatch, capsys):
+    """`--delay K`: the runs train on envs/delayed.py's id, their folders are told apart from the game as it ships and
+    from other delays, and `report --delay K` normalises P3O game by game by PPO at 0.99 / 0.95 and by its best arm."""
+    import minatar_study
+
+    assert minatar_study.arm_command("Breakout", "ppo_0.99_lam08", 100, delay=32)[1:3] == ["--env-id", "envs.delayed:MinAtar/Breakout-Delay32-v1"]
+    assert minatar_study.arm_command("Breakout", "ppo_0.99_lam08", 100)[-4:] == ["--gamma", "0.99", "--gae-lambda", "0.8"]
+    late = tmp_path / "envs.delayed_MinAtar_SpaceInvaders-Delay32-v1__p3o_h128__2__1"
+    assert minatar_study.run_key(late, 32) == ("SpaceInvaders", "p3o_h128", "2")
+    assert minatar_study.run_key(late, 96) is None and minatar_study.run_key(late) is None
+    assert minatar_study.run_key(tmp_path / "MinAtar_SpaceInvaders-v1__p3o_h128__2__1", 32) is None
+    finals = {("Asterix", "ppo_0.99"): [10.0, 14.0], ("Asterix", "ppo_0.99_lam08"): [20.0, 24.0], ("Asterix", "p3o_h128"): [11.0, 11.0],
+              ("Freeway", "ppo_0.99"): [60.0, 64.0], ("Freeway", "ppo_0.999"): [30.0, 32.0], ("Freeway", "p3o_h128"): [31.0, 31.0],
+              ("Freeway", "p3o_h32"): [21.0, 23.0]}
+    rows = [{"game": g, "arm": a, "seed": str(s), "steps": 1_998_848, "final_return": v, "sps": 1000.0, "explained_variance": "", "tied_offsets": "", "machine": "here"}
+            for (g, a), values in finals.items() for s, v in enumerate(values, 1)]
+    minatar_study.append_rows(tmp_path / "minatar_runs.csv", rows, minatar_study.FIELDS)
+    monkeypatch.setattr(sys, "argv", ["minatar_study.py", "report", "--delay", "32", "--results", str(tmp_path)])
+    for name in ("RESULTS", "RUNS_CSV", "CURVES_CSV", "WEIGHTS_CSV"):
+        monkeypatch.setattr(minatar_study, name, getattr(minatar_study, name))
+    minatar_study.main()
+    out = capsys.readouterr().out
+    assert "Every reward 32 steps late, 2M steps" in out
+    assert "| PPO's best arm | 22.00 +- 25.41 (0.99 / 0.8; 2) | 62.00 +- 25.41 (0.99 / 0.95; 2) |" in out
+    assert "P3O H = 128: 0.500 [" in out  # (11/22 + 31/62) / 2
+    assert "Asterix: p3o_h128 - ppo_0.99_lam08 (best PPO) = -11.00" in out and "Freeway: H = 128 - H = 32 = +9.00" in out
 
 
 def test_ocean_rekey_keys_a_commit_as_the_cache_does():
