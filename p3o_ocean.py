@@ -132,14 +132,17 @@ class Args:
 # ALGO LOGIC
 # ---------------------------------------------------------------------------------------------------------
 # P3O: the value head's targets and the advantage (docs/algorithm.md): p3o_advantage, twin of kernels/advantage.cu
+# sigma's range (log_sigma clamped to [-10, 10]): it keeps the weights finite; w = omega / max(omega) is scale-free
 MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
-# --clock: the table's rows (episode steps 0 .. 254, then one row for every later step). Each minibatch moves a cell
+# --clock: a table c[s, j] added to mu, so the critic can tell where an episode whose end is set by time ends, which no
+# observation need show. Rows: episode steps 0 .. 254, then one for every later step. Each minibatch moves a cell
 # CLOCK_RATE * n / (n + CLOCK_PRIOR) of the way to the mean residual of its n decisions there: 0.01 to 0.04 on the Ocean
 # probes (tens a cell), 0.0015 on Breakout (one or none), so a rare cell averages many batches instead of fitting one
-# (at CLOCK_PRIOR = 4 a Breakout seed stalled; research/ablations.md).
+# (at CLOCK_PRIOR = 4 a Breakout seed stalled; research/ablations.md). Set once and kept since, on every env: not flags.
 CLOCK_ROWS = 256
 CLOCK_RATE, CLOCK_PRIOR = 0.1, 64.0
-# The offsets whose tie_z is above this keep their rewards as the advantage's targets: three standard errors.
+# The offsets whose tie_z is above this keep their rewards as the advantage's targets: three standard errors, a test's
+# level rather than a tuned number (z is about |N(0, 1)| where the action does not move the reward).
 TIE_Z = 3.0
 
 
@@ -160,28 +163,28 @@ def episode_inside(end, horizon):
 
 
 def episode_windows(rewards, terminals, horizon, tail_mu=None):
-    """The rewards ahead of every decision, and how far ahead they are known. targets[t, n, j] is the reward j steps
-    after decision t: rewards[t + j, n] inside the rollout, then the bootstrap predictions tail_mu[n, t + j - T] (zeros
-    without tail_mu), and 0 after the terminal of t's episode, inside the rollout and beyond it (a copy). k[t, n]
-    counts the offsets whose target is known: H where the episode ends inside the rollout or tail_mu continues it, else
+    """The rewards ahead of every decision, and how far ahead they are known (its window). ahead[t, n, j] is the reward
+    j steps after decision t: rewards[t + j, n] inside the rollout, then the bootstrap predictions tail_mu[n, t + j - T]
+    (zeros without tail_mu), and 0 after the terminal of t's episode, inside the rollout and beyond it (a copy). k[t, n]
+    counts the offsets whose reward is known: H where the episode ends inside the rollout or tail_mu continues it, else
     up to the rollout's last step (T - t, at most H). Windows never cross envs.
-    Shapes: rewards, terminals [T, N]; tail_mu [N, H] or None. Returns targets [T, N, H] and k [T, N] int64."""
+    Shapes: rewards, terminals [T, N]; tail_mu [N, H] or None. Returns ahead [T, N, H] and k [T, N] int64."""
     T, N = rewards.shape
     beyond = tail_mu[:, : horizon - 1] if tail_mu is not None else rewards.new_zeros(N, horizon - 1)
     # Unfolded along time within each env, so the offsets j of one decision are adjacent in memory.
-    targets = torch.cat([rewards.T, beyond], dim=1).unfold(1, horizon, 1).transpose(0, 1)  # [T, N, H], a view
+    ahead = torch.cat([rewards.T, beyond], dim=1).unfold(1, horizon, 1).transpose(0, 1)  # [T, N, H], a view
     end = episode_ends(terminals)
     k = torch.where((end < T) | (tail_mu is not None), horizon, episode_inside(end, horizon))
     steps = torch.arange(T, device=rewards.device)
     last = torch.where(end < T, end - steps[:, None], horizon)  # the offset of t's terminal (H: none in the rollout)
-    return torch.where(torch.arange(horizon, device=rewards.device) > last[..., None], 0.0, targets), k
+    return torch.where(torch.arange(horizon, device=rewards.device) > last[..., None], 0.0, ahead), k
 
 
-def window_sum_variance(targets, valid):
-    """The variance of the window sums (a decision's known targets, summed) over the batch's decisions (valid, bool):
-    the window loss's unit where it is above 1. The targets are episode_windows' without a tail, 0 past each window.
-    Shapes: targets [T, N, H]; valid [T, N]. Returns a 0-d tensor."""
-    sums = targets.sum(-1)
+def window_sum_variance(ahead, valid):
+    """The variance of the window sums (a decision's known rewards ahead, summed) over the batch's decisions (valid,
+    bool): the window loss's unit where it is above 1. `ahead` is episode_windows' without a tail, 0 past each window.
+    Shapes: ahead [T, N, H]; valid [T, N]. Returns a 0-d tensor."""
+    sums = ahead.sum(-1)
     return masked_mean(sums.square(), valid) - masked_mean(sums, valid).square()  # torchrun: every rank's decisions
 
 
@@ -194,14 +197,14 @@ def window_mu(hidden, head, window):
     return (hidden * rows.index_select(0, window)).sum(1) + biases.index_select(0, window)
 
 
-def step_clock_table(table, clocks, residual, kept):
+def step_clock_table(table, clocks, residual, in_window):
     """--clock, one minibatch's step: each cell c[s, j] moves by CLOCK_RATE * sum / (count + CLOCK_PRIOR), the sum and
-    count of the kept residuals (reward less mu, the table's part included) j steps after the minibatch's decisions
-    made s steps into their episode: toward the cell's mean residual, less far where few decisions reach it.
-    Shapes: table [CLOCK_ROWS, H]; clocks [B]; residual, kept [B, H]. Changes table in place."""
+    count of the residuals in the window (reward less mu, the table's part included) j steps after the minibatch's
+    decisions made s steps into their episode: toward the cell's mean residual, less far where few decisions reach it.
+    Shapes: table [CLOCK_ROWS, H]; clocks [B]; residual, in_window [B, H]. Changes table in place."""
     rows = clocks.clamp(0, CLOCK_ROWS - 1)
     sums = torch.zeros_like(table).index_add_(0, rows, residual)
-    counts = torch.zeros_like(table).index_add_(0, rows, kept.float())
+    counts = torch.zeros_like(table).index_add_(0, rows, in_window.float())
     sums, counts = all_sum(sums, counts)  # torchrun: every rank's minibatch i is a part of the global minibatch i
     table += CLOCK_RATE * sums / (counts + CLOCK_PRIOR)
 
@@ -225,7 +228,7 @@ def log_weight_curve(writer, sigma, global_step):
 
 
 def log_p3o_statistics(writer, global_step, window_explained_var, value_nll, window_loss, window_var, advantages, real,
-                       keep, agent, sigma):
+                       tied, agent, sigma):
     """P3O's tags beside PPO's: how well mu's window sums are predicted, the value NLL and the window loss, the
     advantage's size over the real decisions, the tied offsets, the learned spreads and the weight curve."""
     writer.add_scalar("losses/window_explained_variance", window_explained_var, global_step)
@@ -234,12 +237,12 @@ def log_p3o_statistics(writer, global_step, window_explained_var, value_nll, win
     writer.add_scalar("losses/window_var", window_var.item(), global_step)
     writer.add_scalar("charts/advantage_mean", advantages[real].mean().item(), global_step)
     writer.add_scalar("charts/advantage_std", advantages[real].std().item(), global_step)
-    writer.add_scalar("charts/tied_offsets", keep.sum().item(), global_step)
+    writer.add_scalar("charts/tied_offsets", tied.sum().item(), global_step)
     writer.add_histogram("charts/log_sigma", agent.log_sigma.detach(), global_step)
     log_weight_curve(writer, sigma, global_step)
 
 
-def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
+def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, tied=None):
     """The P3O advantage: A[t, n] = sum_j w[j] * (y[t, n, j] - mu[t, n, j]), w = omega / max(omega), with
     omega[j] = 1 / sigma[j]^2 the precision of the prediction j steps ahead (sigma clamped to [e^-10, e^10], the range
     training keeps it in, so sigma = 0 gives finite results).
@@ -250,9 +253,9 @@ def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
         y[t, j] = (1 - lam) * mu[t + 1, j - 1] + lam * y[t + 1, j - 1]   for j >= 1, while t's episode runs at t + 1
         y[t, j] = 0                                                      for j >= 1 where step t ended the episode
         y[T] = tail_mu, the predictions at the bootstrap state.
-    lam = 1 gives episode_windows' targets, the rewards themselves. So do the offsets where keep[j] is set: the action
+    lam = 1 gives the rewards ahead themselves (episode_windows'). So do the offsets where tied[j] is set: the action
     measurably moves that reward (tie_z), and what it alone moves no state shows, so no bootstrap can carry it.
-    Shapes: rewards, terminals [T, N]; mu [T, N, H]; sigma, keep [H]; tail_mu [N, H]. Returns [T, N] float32."""
+    Shapes: rewards, terminals [T, N]; mu [T, N, H]; sigma, tied [H]; tail_mu [N, H]. Returns [T, N] float32."""
     T, N, H = mu.shape
     omega = precision(sigma)
     y = torch.empty_like(mu)
@@ -261,15 +264,16 @@ def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
         y[t, :, 0] = rewards[t]
         y[t, :, 1:] = (1.0 - terminals[t, :, None]) * ((1.0 - lam) * next_mu[:, :-1] + lam * next_y[:, :-1])
         next_mu, next_y = mu[t], y[t]
-    if keep is not None and keep.any():
-        y = torch.where(keep, episode_windows(rewards, terminals, H, tail_mu)[0], y)
+    if tied is not None and tied.any():
+        y = torch.where(tied, episode_windows(rewards, terminals, H, tail_mu)[0], y)
     return (y - mu) @ omega / omega.max()
 
 
 def tie_z(rewards, terminals, mu, tail_mu, score, valid):
     """z[j] = |corr(target[j] - mu[j], score)| * sqrt(n) over the batch's n decisions (valid): how surely the action
-    moves the reward j steps ahead, with score its centred log-prob (about |N(0, 1)| where nothing ties them). The
-    targets are episode_windows' with the tail, a block of envs at a time: on the CPU every fresh page costs a fault.
+    moves the reward j steps ahead, with score its centred log-prob (about |N(0, 1)| where nothing ties them): corr is
+    uncentred, sum(e * score) / sqrt(sum(e^2) sum(score^2)), e the rewards ahead (episode_windows' with the tail) less
+    mu, built a block of envs at a time: on the CPU every fresh page costs a fault.
     Shapes: rewards, terminals, score, valid [T, N]; mu [T, N, H]; tail_mu [N, H]. Returns z [H]."""
     T, N, H = mu.shape
     score = torch.where(valid, score, 0.0)
@@ -277,8 +281,8 @@ def tie_z(rewards, terminals, mu, tail_mu, score, valid):
     block = max(1, min(N, 2**21 // (T * H)))
     for n in range(0, N, block):
         envs = slice(n, n + block)
-        targets = episode_windows(rewards[:, envs], terminals[:, envs], H, tail_mu[envs])[0]
-        residual = targets.sub_(mu[:, envs]).reshape(-1, H)
+        ahead = episode_windows(rewards[:, envs], terminals[:, envs], H, tail_mu[envs])[0]
+        residual = ahead.sub_(mu[:, envs]).reshape(-1, H)
         products += residual.T @ score[:, envs].reshape(-1)
         squares += residual.square_().T @ valid[:, envs].reshape(-1).float()
     # torchrun: every rank's
@@ -330,9 +334,6 @@ class Agent(nn.Module):
         # --clock: c[s, j] added to mu[j] for a decision s steps into its episode (step_clock_table steps it)
         self.register_buffer("clock_table", torch.zeros(CLOCK_ROWS, args.horizon) if args.clock else None)
 
-    def get_value(self, x):
-        return self.critic(self.network(x))
-
     def clock_mu(self, clock):
         """--clock: the table's part of mu for decisions `clock` steps into their episodes, [*clock.shape, H] (0
         without it)."""
@@ -347,14 +348,19 @@ class Agent(nn.Module):
     def get_logits(self, x):
         return self.actor(self.network(x))
 
-    def get_action_and_value(self, x, action=None, hidden=None, value_rows=None):
+    def mu(self, hidden, clock):
+        """mu [B, H], the rewards ahead as the critic predicts them: the head's part plus --clock's table's part for
+        decisions `clock` steps into their episodes. The only place the two parts meet."""
+        return self.critic(hidden) + self.clock_mu(clock)
+
+    def get_action_and_value(self, x, clock, action=None, hidden=None, value_rows=None):
         hidden = self.network(x) if hidden is None else hidden  # the update passes those it computed
         logits = self.actor(hidden)
         probs = Categorical(logits=logits)
         if action is None:
             action = probs.sample()
-        # mu of the first value_rows (all by default)
-        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden[:value_rows])
+        # mu of the first value_rows (all by default), whose clocks are `clock`
+        return action, probs.log_prob(action), probs.entropy(), self.mu(hidden[:value_rows], clock)
 
 
 def masked_mean(x, mask):
@@ -467,8 +473,7 @@ def train(args, checkpoint=None):
             with torch.no_grad():
                 # P3O: store the predicted rewards and each decision's clock, the env's count of the episode's decisions
                 clocks[step] = torch.as_tensor(envs.episode_length, device=device)
-                action, logprob, entropy, value = agent.get_action_and_value(next_obs)
-                mus[step] = value + agent.clock_mu(clocks[step])
+                action, logprob, entropy, mus[step] = agent.get_action_and_value(next_obs, clocks[step])
                 entropies[step] = entropy
                 # end P3O
             actions[step] = action
@@ -489,19 +494,19 @@ def train(args, checkpoint=None):
         # P3O: the advantage, with no gamma: a weight per offset, learned
         with torch.no_grad():
             real = valid.bool()
-            # Value targets: the real rewards ahead inside the rollout (never the tail), zeros after the episode's end.
-            value_targets, value_window = episode_windows(rewards, terminals, args.horizon)
-            value_window = value_window * real
-            window_var = window_sum_variance(value_targets, real)  # the window loss's unit, where above 1
+            # The rewards ahead, what the critic is fitted to: inside the rollout (never the tail), 0 past the terminal.
+            rewards_ahead, windows = episode_windows(rewards, terminals, args.horizon)
+            windows = windows * real
+            window_var = window_sum_variance(rewards_ahead, real)  # the window loss's unit, where above 1
             # Of those, the pairs inside the episode: up to its terminal, or up to the rollout's end where it has none.
             ends = episode_ends(terminals)
-            value_inside = episode_inside(ends, args.horizon) * real
+            inside = episode_inside(ends, args.horizon) * real
             sigma = agent.log_sigma.clamp(-10, 10).exp()
-            tail_mu = agent.get_value(next_obs) + agent.clock_mu(torch.as_tensor(envs.episode_length, device=device))
+            tail_mu = agent.mu(agent.get_features(next_obs), torch.as_tensor(envs.episode_length, device=device))
             # The targets are the lambda-returns, bootstrapped at every step, except at the offsets whose residual
             # the action measurably moves (z > TIE_Z): those keep their rewards. Autoreset steps are not decisions.
-            keep = tie_z(rewards, terminals, mus, tail_mu, logprobs + entropies, real) > TIE_Z
-            advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.td_lambda, keep) * valid
+            tied = tie_z(rewards, terminals, mus, tail_mu, logprobs + entropies, real) > TIE_Z
+            advantages = advantage_fn(rewards, terminals, mus, sigma, tail_mu, args.td_lambda, tied) * valid
         # end P3O
         if bad := first_nonfinite(rewards=rewards, advantages=advantages):
             stop_nonfinite(f"{bad} in the advantage", snapshot(iteration - 1, global_step - args.batch_size), writer,
@@ -514,11 +519,11 @@ def train(args, checkpoint=None):
         b_actions = actions.reshape(-1)
         b_advantages = advantages.reshape(-1)
         b_valid = valid.reshape(-1)
-        # P3O: the rewards ahead and how many of them each decision keeps
-        b_value_targets = value_targets.reshape(-1, args.horizon)  # a view: a decision's H targets are one row
-        b_value_window = value_window.reshape(-1)
+        # P3O: the rewards ahead and how many of them each decision knows
+        b_rewards_ahead = rewards_ahead.reshape(-1, args.horizon)  # a view: a decision's H rewards ahead are one row
+        b_windows = windows.reshape(-1)
         b_clocks = clocks.reshape(-1)
-        b_value_inside = value_inside.reshape(-1)
+        b_inside = inside.reshape(-1)
         value_rows = max(1, round(minibatch_size * args.value_fraction))  # the value loss's share of a minibatch
         # end P3O
 
@@ -531,10 +536,12 @@ def train(args, checkpoint=None):
                 mb_inds = b_inds[start:end]
                 mb_valid = b_valid[mb_inds]
                 # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
-                # P3O: the trunk's features (the window loss reads them too) and mu of the first value_rows decisions
+                # P3O: the trunk's features (the window loss reads them too) and mu of the value loss's decisions, the
+                # first value_rows of the minibatch's random order
+                v_inds = mb_inds[:value_rows]
                 hidden = agent.get_features(b_obs.index_select(0, mb_inds))
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(
-                    None, b_actions[mb_inds], hidden=hidden, value_rows=value_rows)
+                _, newlogprob, entropy, newmu = agent.get_action_and_value(
+                    None, b_clocks[v_inds], b_actions[mb_inds], hidden=hidden, value_rows=value_rows)
                 # end P3O
                 logratio = newlogprob - b_logprobs[mb_inds]
                 ratio = logratio.exp()
@@ -556,23 +563,22 @@ def train(args, checkpoint=None):
                 pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
                 pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mb_valid)
 
-                # P3O: value loss, the Gaussian NLL of each real reward ahead under N(mu[j], sigma[j]^2), summed over
-                # the kept pairs over the pairs inside the episodes: zeros past a terminal must not dilute it as H grows
-                v_inds = mb_inds[:value_rows]  # the value loss's decisions, the first of the minibatch's random order
-                clock_mu = agent.clock_mu(b_clocks[v_inds])  # --clock's table (0 without it), read by both losses below
-                newvalue = newvalue + clock_mu
+                # P3O: value loss, the Gaussian NLL of each known reward ahead under N(mu[j], sigma[j]^2), summed
+                # over the window's pairs, over the pairs inside the episodes: zeros past a terminal must not dilute
+                # it as H grows
                 log_sigma = agent.log_sigma.clamp(-10, 10)
-                mb_value_targets = b_value_targets.index_select(0, v_inds)
-                window = b_value_window[v_inds]
-                kept = offsets < window[:, None]
-                residual = torch.where(kept, mb_value_targets - newvalue, 0.0)
-                counts = kept.sum(0)
+                mb_rewards_ahead = b_rewards_ahead.index_select(0, v_inds)
+                window = b_windows[v_inds]
+                in_window = offsets < window[:, None]
+                residual = torch.where(in_window, mb_rewards_ahead - newmu, 0.0)
+                counts = in_window.sum(0)
                 nll = (0.5 * torch.exp(-2 * log_sigma) * residual.square().sum(0) + log_sigma * counts).sum()
-                nll, inside = all_sum(nll, b_value_inside[v_inds].sum())
-                value_nll = nll / inside.clamp(min=1)  # torchrun: over every rank's pairs
-                # plus the squared error of the window's sum, what the advantage subtracts (--window-loss-coef), through
-                # the head's weights held fixed: it shapes the trunk's features and leaves each offset's fit to the NLL
-                window_sum = torch.where(kept, mb_value_targets - clock_mu, 0.0).sum(1)
+                nll, inside_pairs = all_sum(nll, b_inside[v_inds].sum())
+                value_nll = nll / inside_pairs.clamp(min=1)  # torchrun: over every rank's pairs
+                # plus the squared error of the window's sum (--window-loss-coef), through the head's weights held
+                # fixed: it shapes the trunk's features and leaves each offset's fit to the NLL
+                clock_mu = agent.clock_mu(b_clocks[v_inds])  # the window's rewards less the table's part: the head's
+                window_sum = torch.where(in_window, mb_rewards_ahead - clock_mu, 0.0).sum(1)
                 window_residual = window_sum - window_mu(hidden[:value_rows], agent.critic, window)
                 window_loss = 0.5 * masked_mean(window_residual.square(), b_valid[v_inds]) / window_var.clamp(min=1.0)
                 v_loss = value_nll + args.window_loss_coef * window_loss
@@ -600,7 +606,7 @@ def train(args, checkpoint=None):
                 optimizer.step()
                 # P3O: the clock's table follows what mu still misses on these decisions
                 if agent.clock_table is not None:
-                    step_clock_table(agent.clock_table, b_clocks[v_inds], residual.detach(), kept)
+                    step_clock_table(agent.clock_table, b_clocks[v_inds], residual.detach(), in_window)
                 # end P3O
 
             if args.target_kl is not None and approx_kl > args.target_kl:
@@ -613,14 +619,14 @@ def train(args, checkpoint=None):
         timer.lap("update")
 
         with torch.no_grad():
-            # P3O: explained variance of the rollout's predictions (made before this update, as PPO's) of each kept
-            # reward ahead, and of their window sums, what the advantage subtracts; over 32 of the envs at most
+            # P3O: explained variance of the rollout's predictions (made before this update, as PPO's) of each known
+            # reward ahead, and of their window sums; over 32 of the envs at most
             envs_read = slice(None, None, max(1, args.num_envs // 32))
-            targets_read, window_read = value_targets[:, envs_read], value_window[:, envs_read]
-            residuals_read = targets_read - mus[:, envs_read]  # the head's errors, made before this update
-            kept = offsets < window_read[..., None]
-            explained_var = explained_variance(targets_read, residuals_read, kept)
-            window_sums = [torch.where(kept, x, 0.0).sum(-1) for x in (targets_read, residuals_read)]
+            ahead_read, window_read = rewards_ahead[:, envs_read], windows[:, envs_read]
+            residuals_read = ahead_read - mus[:, envs_read]  # the head's errors, made before this update
+            in_window = offsets < window_read[..., None]
+            explained_var = explained_variance(ahead_read, residuals_read, in_window)
+            window_sums = [torch.where(in_window, x, 0.0).sum(-1) for x in (ahead_read, residuals_read)]
             window_explained_var = explained_variance(*window_sums, window_read > 0)
             # end P3O
             ended = episode_lengths > 0
@@ -648,7 +654,7 @@ def train(args, checkpoint=None):
         writer.add_scalar("charts/SPS", sps, global_step)
         # P3O: how well mu's window sums are predicted, the value NLL, the advantage's size, and the weight curve
         log_p3o_statistics(writer, global_step, window_explained_var, value_nll, window_loss, window_var, advantages,
-                           real, keep, agent, sigma)
+                           real, tied, agent, sigma)
         # end P3O
         for phase, seconds in timer.totals.items():
             writer.add_scalar(f"perf/{phase}_fraction", seconds / max(timer.total, 1e-9), global_step)

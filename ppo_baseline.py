@@ -199,10 +199,10 @@ class Agent(nn.Module):
         if action is None:
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
-    # end PPO
 
     def get_value(self, x):
         return self.critic(self.network(x.float() / self.obs_scale))
+    # end PPO
 
     def get_logits(self, x):
         return self.actor(self.network(x.float() / self.obs_scale))

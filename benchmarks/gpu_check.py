@@ -224,8 +224,8 @@ def against_twin(kernel, device, smoke):
     count, default = 0, p3o_ocean.Args.td_lambda
     for case, inputs in parity_cases(smoke):
         H = inputs[2].shape[-1]
-        for name, lam, keep in ((f"{case}, lam=1", 1.0, None), (f"{case}, lam={default}", default, torch.arange(H) % 3 == 0)):
-            on = [x.to(device) for x in inputs] + [lam, keep.to(device) if keep is not None else None]
+        for name, lam, tied in ((f"{case}, lam=1", 1.0, None), (f"{case}, lam={default}", default, torch.arange(H) % 3 == 0)):
+            on = [x.to(device) for x in inputs] + [lam, tied.to(device) if tied is not None else None]
             kernel_a, twin_a = kernel(*on).cpu(), p3o_ocean.p3o_advantage(*on).cpu()
             count += 1
             difference = (kernel_a - twin_a).abs()
@@ -259,8 +259,8 @@ def kernel_step(book):
     rewards, terminals, mu, sigma, tail_mu = (x.to(book.device) for x in (rewards, terminals, mu, sigma, tail_mu))
     # As the scripts call it: the default lam, every tenth offset kept. The kernel reads mu once and writes only the
     # advantages.
-    keep = (torch.arange(H) % 10 == 0).to(book.device)
-    inputs = (rewards, terminals, mu, sigma, tail_mu, p3o_ocean.Args.td_lambda, keep)
+    tied = (torch.arange(H) % 10 == 0).to(book.device)
+    inputs = (rewards, terminals, mu, sigma, tail_mu, p3o_ocean.Args.td_lambda, tied)
     copy = torch.empty_like(mu)
     calls = 3 if book.options.smoke else 20
     seconds = {

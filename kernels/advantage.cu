@@ -5,7 +5,7 @@
 //              y[t, j] = (1 - lam) mu[t + 1, j - 1] + lam y[t + 1, j - 1]   (j >= 1, t's episode runs at t + 1)
 //              y[t, j] = 0                                                  (j >= 1, step t ended the episode)
 //              y[T, j] = mu[T, j] = tail_mu[n, j], the predictions at the bootstrap state
-//            At the offsets with keep[j] != 0 (the action measurably moves that reward) the target is the reward
+//            At the offsets with tied[j] != 0 (the action measurably moves that reward) the target is the reward
 //            itself, r[t, j], as lam = 1 gives it: r[t, 0] = rewards[t], r[t, j] = r[t + 1, j - 1] while the episode
 //            runs, 0 after its terminal, r[T, j] = tail_mu[n, j] past the rollout's end.
 //   A[t, n]  = sum_j omega[j] * (target[t, n, j] - mu[t, n, j]) / max_j omega[j], omega[j] = 1 / sigma[j]^2
@@ -16,14 +16,14 @@
 // buffers, one per parity of t). The block sums the weighted residuals of decision t in a shared tree. mu is read
 // once, and nothing but the advantages is written. sigma is clamped to [e^-10, e^10], the range training keeps
 // log_sigma in, so sigma = 0 gives large but finite weights instead of inf - inf = NaN. Arrays are contiguous
-// float32: rewards, terminals [T, N]; mu [T, N, H]; sigma, keep [H]; tail_mu [N, H]; advantages [T, N]. The same
+// float32: rewards, terminals [T, N]; mu [T, N, H]; sigma, tied [H]; tail_mu [N, H]; advantages [T, N]. The same
 // source builds for the CPU with kernels/host_shim.h.
 
 #define P3O_MAX_H 1024
 
 extern "C" __global__ void p3o_advantage(
     const float* __restrict__ rewards, const float* __restrict__ terminals, const float* __restrict__ mu,
-    const float* __restrict__ sigma, const float* __restrict__ tail_mu, const float* __restrict__ keep,
+    const float* __restrict__ sigma, const float* __restrict__ tail_mu, const float* __restrict__ tied,
     const float lam, const int T, const int N, const int H, float* __restrict__ advantages)
 {
     __shared__ float ys[2][P3O_MAX_H], raws[2][P3O_MAX_H], mus[2][P3O_MAX_H], sums[P3O_MAX_H];
@@ -42,7 +42,7 @@ extern "C" __global__ void p3o_advantage(
         __syncthreads();
     }
     const float norm = sums[0];
-    const bool kept = on && keep[j] != 0.0f;
+    const bool tied_here = on && tied[j] != 0.0f;
 
     // t = T: the bootstrap predictions stand for y, r and mu
     if (on) ys[T & 1][j] = raws[T & 1][j] = mus[T & 1][j] = tail_mu[(long long)n * H + j];
@@ -61,7 +61,7 @@ extern "C" __global__ void p3o_advantage(
             ys[now][j] = y;
             raws[now][j] = raw;
             mus[now][j] = m;
-            residual = omega * ((kept ? raw : y) - m);
+            residual = omega * ((tied_here ? raw : y) - m);
         }
         sums[j] = residual;
         __syncthreads();

@@ -25,16 +25,16 @@ def load_cuda_advantage():
     kernel = cupy.RawKernel((Path(__file__).resolve().parent / "advantage.cu").read_text(), "p3o_advantage")
     kernel.compile()  # at start-up, so a broken kernel fails here and not mid-run
 
-    def cuda_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
+    def cuda_advantage(rewards, terminals, mu, sigma, tail_mu, lam, tied=None):
         T, N, H = mu.shape
-        keep = torch.zeros(H, device=mu.device) if keep is None else keep
-        inputs = (rewards, terminals, mu, sigma, tail_mu, keep)
-        rewards, terminals, mu, sigma, tail_mu, keep = (x.detach().float().contiguous() for x in inputs)
+        tied = torch.zeros(H, device=mu.device) if tied is None else tied
+        inputs = (rewards, terminals, mu, sigma, tail_mu, tied)
+        rewards, terminals, mu, sigma, tail_mu, tied = (x.detach().float().contiguous() for x in inputs)
         advantages = torch.empty(T, N, device=mu.device)
         with cupy.cuda.Stream.from_external(torch.cuda.current_stream(mu.device)):  # the CUDA stream protocol
             kernel(
                 (N,), (block_size(H),),  # a block per env, a thread per offset
-                (*[cupy.from_dlpack(x) for x in (rewards, terminals, mu, sigma, tail_mu, keep)], np.float32(lam),
+                (*[cupy.from_dlpack(x) for x in (rewards, terminals, mu, sigma, tail_mu, tied)], np.float32(lam),
                  np.int32(T), np.int32(N), np.int32(H), cupy.from_dlpack(advantages)),
             )
         return advantages

@@ -18,9 +18,9 @@ LAUNCHER = """
 #include "host_shim.h"
 #include "advantage.cu"
 extern "C" void launch_p3o_advantage(const float* rewards, const float* terminals, const float* mu, const float* sigma,
-                                     const float* tail_mu, const float* keep, float lam, int T, int N, int H,
+                                     const float* tail_mu, const float* tied, float lam, int T, int N, int H,
                                      float* advantages, unsigned grid, unsigned block) {
-    SHIM_LAUNCH(p3o_advantage, grid, block, rewards, terminals, mu, sigma, tail_mu, keep, lam, T, N, H, advantages);
+    SHIM_LAUNCH(p3o_advantage, grid, block, rewards, terminals, mu, sigma, tail_mu, tied, lam, T, N, H, advantages);
 }
 """
 
@@ -44,14 +44,14 @@ def host_kernel_from_source(source, flags=("-O1",)):
     return lib
 
 
-def host_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None, threads=None, flags=("-O2",)):
+def host_advantage(rewards, terminals, mu, sigma, tail_mu, lam, tied=None, threads=None, flags=("-O2",)):
     """The kernel's own code on the CPU, with p3o_advantage's signature: one block per env, of `threads` threads (by
     default the wrapper's, kernels.advantage.block_size(H))."""
     from kernels.advantage import block_size
 
     T, N, H = mu.shape
-    keep = torch.zeros(H) if keep is None else keep
-    arrays = [np.ascontiguousarray(torch.as_tensor(x).cpu().numpy(), dtype=np.float32) for x in (rewards, terminals, mu, sigma, tail_mu, keep)]
+    tied = torch.zeros(H) if tied is None else tied
+    arrays = [np.ascontiguousarray(torch.as_tensor(x).cpu().numpy(), dtype=np.float32) for x in (rewards, terminals, mu, sigma, tail_mu, tied)]
     advantages = np.full((T, N), np.nan, dtype=np.float32)
     threads = block_size(H) if threads is None else threads
     library = host_kernel_from_source(KERNEL.read_text(), tuple(flags))
@@ -59,7 +59,7 @@ def host_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None, threa
     return torch.from_numpy(advantages)
 
 
-def reference_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
+def reference_advantage(rewards, terminals, mu, sigma, tail_mu, lam, tied=None):
     """The advantage of docs/algorithm.md as loops, in float64: slow, plain, and independent of both
     implementations. Each target is its recursion's definition, evaluated for itself: y(t, 0) is the reward; for
     j >= 1, 0 where step t ended the episode, else (1 - lam) * mu[t + 1, j - 1] + lam * y(t + 1, j - 1), with
@@ -67,7 +67,7 @@ def reference_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
     (0 after the episode's terminal, the tail past the rollout's end). Returns [T, N]."""
     rewards, terminals, mu, sigma, tail_mu = (torch.as_tensor(x, dtype=torch.float64) for x in (rewards, terminals, mu, sigma, tail_mu))
     T, N, H = mu.shape
-    keep = [False] * H if keep is None else [bool(x) for x in keep]
+    tied = [False] * H if tied is None else [bool(x) for x in tied]
     # The weights and lam are rounded as the float32 implementations round them.
     f32 = np.float32
     lam = float(f32(lam))
@@ -93,7 +93,7 @@ def reference_advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
         for t in range(T):
             last = next((j for j in range(T - t) if terminals[t + j, n] != 0), None)  # the offset of the episode's terminal
             rewards_ahead = [0.0 if last is not None and j > last else float(rewards[t + j, n]) if t + j < T else float(tail_mu[n, t + j - T]) for j in range(H)]
-            targets = [rewards_ahead[j] if keep[j] else y(t, n, j) for j in range(H)]
+            targets = [rewards_ahead[j] if tied[j] else y(t, n, j) for j in range(H)]
             advantages[t, n] = sum(omega[j] / norm * (targets[j] - float(mu[t, n, j])) for j in range(H))
     return advantages
 

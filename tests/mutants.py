@@ -37,19 +37,19 @@ KERNEL_WRAPPER = "tests/test_kernel_wrapper.py"
 MUTANTS = [
     # the four bugs of issue 59
     ("ocean_tie_gate_inverted", "p3o_ocean.py", "logprobs + entropies, real) > TIE_Z", "logprobs + entropies, real) < TIE_Z", [P3O_WIRING]),
-    ("ocean_value_window_off_by_one", "p3o_ocean.py", "kept = offsets < window[:, None]", "kept = offsets <= window[:, None]", [OCEAN_POISON, P3O_WIRING]),
+    ("ocean_value_window_off_by_one", "p3o_ocean.py", "in_window = offsets < window[:, None]", "in_window = offsets <= window[:, None]", [OCEAN_POISON, P3O_WIRING]),
     ("atari_nll_log_sigma_sign", "p3o_atari.py", "+ log_sigma * counts", "- log_sigma * counts", [P3O_WIRING]),
     # the P3O loops: the tie, the advantage, the losses, the clock
     ("ocean_tie_score_without_entropy", "p3o_ocean.py", "logprobs + entropies, real) > TIE_Z", "logprobs, real) > TIE_Z", [P3O_WIRING]),
     ("atari_lambda_return_lam_swapped", "p3o_atari.py", "(1.0 - lam) * next_mu[:, :-1] + lam * next_y[:, :-1]", "lam * next_mu[:, :-1] + (1.0 - lam) * next_y[:, :-1]", [P3O_WIRING]),
     ("ocean_lambda_return_crosses_terminals", "p3o_ocean.py", "(1.0 - terminals[t, :, None]) * (", "(", [P3O_WIRING]),
     ("atari_lambda_return_bootstraps_from_the_same_step", "p3o_atari.py", "next_mu, next_y = mu[t], y[t]", "next_mu, next_y = mu[min(t + 1, T - 1)], y[t]", [P3O_WIRING]),
-    ("ocean_autoreset_advantage_not_masked", "p3o_ocean.py", "args.td_lambda, keep) * valid", "args.td_lambda, keep)", [OCEAN_MASKED, OCEAN_POISON]),
+    ("ocean_autoreset_advantage_not_masked", "p3o_ocean.py", "args.td_lambda, tied) * valid", "args.td_lambda, tied)", [OCEAN_MASKED, OCEAN_POISON]),
     ("ocean_window_loss_sign", "p3o_ocean.py", "value_nll + args.window_loss_coef * window_loss", "value_nll - args.window_loss_coef * window_loss", [P3O_WIRING]),
     ("atari_window_var_floor", "p3o_atari.py", "window_var.clamp(min=1.0)", "window_var.clamp(min=0.1)", [P3O_WIRING]),
     ("ocean_nll_precision_exponent", "p3o_ocean.py", "torch.exp(-2 * log_sigma)", "torch.exp(-log_sigma)", [P3O_WIRING]),
-    ("atari_nll_denominator_window", "p3o_atari.py", "b_value_inside[v_inds]", "b_value_window[v_inds]", [P3O_WIRING]),
-    ("atari_rollout_mu_without_clock", "p3o_atari.py", "mus[step] = value + agent.clock_mu(clocks[step])", "mus[step] = value", [P3O_WIRING]),
+    ("atari_nll_denominator_window", "p3o_atari.py", "b_inside[v_inds]", "b_windows[v_inds]", [P3O_WIRING]),
+    ("atari_mu_without_clock", "p3o_atari.py", "return self.critic(hidden) + self.clock_mu(clock)", "return self.critic(hidden)", [P3O_WIRING]),
     ("ocean_clock_step_sign", "p3o_ocean.py", "table += CLOCK_RATE", "table -= CLOCK_RATE", [P3O_WIRING]),
     ("atari_clock_step_prior", "p3o_atari.py", "counts + CLOCK_PRIOR", "counts + 1.0", [P3O_WIRING]),
     ("ocean_advantage_norm_not_centred", "p3o_ocean.py", "(mb_advantages - adv_mean) / (adv_std + 1e-8)", "mb_advantages / (adv_std + 1e-8)", [P3O_WIRING]),
@@ -70,14 +70,14 @@ MUTANTS = [
     ("kernel_wrapper_one_block_short", "kernels/advantage.py", "(N,), (block_size(H),)", "(N - 1,), (block_size(H),)", [KERNEL_WRAPPER]),
     # the kernel's source, through its host build
     ("kernel_lambda_return_crosses_terminals", "kernels/advantage.cu", "j == 0 ? reward : ended ? 0.0f : (1.0f - lam)", "j == 0 ? reward : (1.0f - lam)", ["tests/test_advantage.py"]),
-    ("kernel_kept_reward_not_cut_at_terminals", "kernels/advantage.cu", "j == 0 ? reward : ended ? 0.0f : raws[later][j - 1]", "j == 0 ? reward : raws[later][j - 1]", ["tests/test_advantage.py"]),
+    ("kernel_tied_reward_not_cut_at_terminals", "kernels/advantage.cu", "j == 0 ? reward : ended ? 0.0f : raws[later][j - 1]", "j == 0 ? reward : raws[later][j - 1]", ["tests/test_advantage.py"]),
     ("kernel_sum_misses_its_last_level", "kernels/advantage.cu", "for (int half = blockDim.x / 2; half > 0; half /= 2) {\n            if (j < half) sums[j] +=", "for (int half = blockDim.x / 2; half > 1; half /= 2) {\n            if (j < half) sums[j] +=", ["tests/test_advantage.py"]),
     ("kernel_no_barrier_before_the_sum", "kernels/advantage.cu", "sums[j] = residual;\n        __syncthreads();", "sums[j] = residual;", ["tests/test_advantage.py"]),
     # the Gymnasium path of the Atari pair
     ("reset_step_counted_as_a_decision", "ppo_baseline.py", "self.episode_length += ~self.resetting", "self.episode_length += 1", [GYMNASIUM, "tests/test_atari.py::test_atari_envs_report_whole_games_in_raw_score"]),
     ("gymnasium_grid_not_channels_first", "p3o_atari.py", "obs = np.moveaxis(obs, -1, 1) if obs.ndim == 4 else obs", "obs = obs", [GYMNASIUM]),
     ("gymnasium_minatar_network_width", "p3o_atari.py", "(obs_shape[2] - 2), 128)),\n            nn.ReLU(),\n        ), 128, 1.0", "(obs_shape[2] - 2), 64)),\n            nn.ReLU(),\n        ), 64, 1.0", [GYMNASIUM]),
-    ("kernel_wrapper_default_keep_all", "kernels/advantage.py", "torch.zeros(H, device=mu.device) if keep is None", "torch.ones(H, device=mu.device) if keep is None", [KERNEL_WRAPPER]),
+    ("kernel_wrapper_default_tie_all", "kernels/advantage.py", "torch.zeros(H, device=mu.device) if tied is None", "torch.ones(H, device=mu.device) if tied is None", [KERNEL_WRAPPER]),
     # evaluate.py (issue 76; --capture-video, issue 66): the checkpoint's own policy, a frame per decision, the
     # decision's own observation, the refusals, and the checkpoints written when the scripts had evaluation flags
     ("evaluate_ignores_the_weights", "evaluate.py", '    agent.load_state_dict(checkpoint["model"])\n', '', [EVAL, EVAL_CLI]),

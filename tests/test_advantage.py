@@ -15,11 +15,11 @@ from p3o_ocean import CLOCK_PRIOR, CLOCK_RATE, CLOCK_ROWS, MAX_SIGMA, MIN_SIGMA,
 TOL = dict(atol=1e-5, rtol=1e-5)
 
 
-def check_all_agree(*inputs, lam=0.8, keep=None):
+def check_all_agree(*inputs, lam=0.8, tied=None):
     """The three implementations agree; returns the twin's advantage."""
-    twin = p3o_advantage(*inputs, lam, keep)
-    host = host_advantage(*inputs, lam, keep)
-    ref = reference_advantage(*inputs, lam, keep)
+    twin = p3o_advantage(*inputs, lam, tied)
+    host = host_advantage(*inputs, lam, tied)
+    ref = reference_advantage(*inputs, lam, tied)
     assert twin.dtype == torch.float32 and twin.shape == inputs[0].shape
     assert torch.isfinite(twin).all() and torch.isfinite(host).all()
     torch.testing.assert_close(twin.double(), ref, **TOL)
@@ -42,15 +42,15 @@ def advantage_inputs(draw):
     sigma[torch.rand(H, generator=g) < draw(st.sampled_from([0.0, 0.2]))] = 0.0  # sigma = 0 entries
     tail_mu = torch.randn(N, H, generator=g)
     lam = draw(st.one_of(st.sampled_from([0.0, 0.8, 1.0]), st.floats(0.0, 1.0)))
-    keep = torch.rand(H, generator=g) < draw(st.sampled_from([0.0, 0.3, 1.0]))
-    return (rewards, terminals, mu, sigma, tail_mu), lam, keep
+    tied = torch.rand(H, generator=g) < draw(st.sampled_from([0.0, 0.3, 1.0]))
+    return (rewards, terminals, mu, sigma, tail_mu), lam, tied
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(advantage_inputs())
 def test_kernel_twin_and_reference_agree_on_random_inputs(drawn):
-    inputs, lam, keep = drawn
-    check_all_agree(*inputs, lam=lam, keep=keep)
+    inputs, lam, tied = drawn
+    check_all_agree(*inputs, lam=lam, tied=tied)
 
 
 @pytest.mark.parametrize("lam", [1.0, 0.8])
@@ -73,8 +73,8 @@ def test_agree_with_a_done_at_every_position(lam):
 def test_edge_cases_are_finite_and_agree(shape):
     for _, inputs in edge_cases(shape):
         H = inputs[2].shape[-1]
-        for lam, keep in ((1.0, None), (0.8, None), (0.0, torch.arange(H) % 2 == 0)):
-            check_all_agree(*inputs, lam=lam, keep=keep)
+        for lam, tied in ((1.0, None), (0.8, None), (0.0, torch.arange(H) % 2 == 0)):
+            check_all_agree(*inputs, lam=lam, tied=tied)
 
 
 def test_dones_at_every_step_leave_only_the_first_offset():
@@ -119,7 +119,7 @@ def test_hand_worked_lambda_return():
     # lam = 0: offset 1 is the critic's prediction one step later, mu[t + 1, 0] (the tail's at t = 2).
     torch.testing.assert_close(check_all_agree(*inputs, lam=0.0)[:, 0], torch.tensor([0.5 + 1.25, 0.5 - 4.0, 3.0 + 10.0]))
     # Offset 1 kept: its rewards, (2, 3, tail 10), whatever lam.
-    torch.testing.assert_close(check_all_agree(*inputs, lam=0.5, keep=torch.tensor([False, True]))[:, 0], torch.tensor([0.5 + 1.75, 0.5 - 1.0, 13.0]))
+    torch.testing.assert_close(check_all_agree(*inputs, lam=0.5, tied=torch.tensor([False, True]))[:, 0], torch.tensor([0.5 + 1.75, 0.5 - 1.0, 13.0]))
     # The episode ends at t = 0: its offset 1 is the episode's 0; the later decisions are another episode's.
     terminals = torch.tensor([[1.0], [0.0], [0.0]])
     advantages = check_all_agree(rewards, terminals, mu, torch.ones(2), tail_mu, lam=0.5)
@@ -144,7 +144,7 @@ def test_a_self_consistent_critic_leaves_each_reward_surprise_discounted_by_lamb
             expected[t] += w[j] * lam**j * (rewards[t + j] - f[t + j])
     torch.testing.assert_close(check_all_agree(*inputs, lam=lam), expected, **TOL)
     monte_carlo = check_all_agree(*inputs, lam=1.0)
-    torch.testing.assert_close(check_all_agree(*inputs, lam=lam, keep=torch.ones(H, dtype=torch.bool)), monte_carlo, **TOL)
+    torch.testing.assert_close(check_all_agree(*inputs, lam=lam, tied=torch.ones(H, dtype=torch.bool)), monte_carlo, **TOL)
     expected_mc = torch.stack([sum(w[j] * (rewards[t + j] - f[t + j]) for j in range(min(H, T - t))) for t in range(T)])
     torch.testing.assert_close(monte_carlo, expected_mc, **TOL)
 
@@ -247,8 +247,8 @@ def test_step_clock_table_moves_each_cell_by_its_sum_over_its_count_plus_the_pri
     table[7] = 0.5
     clocks = torch.tensor([2, 2, 2, CLOCK_ROWS + 40])
     residual = torch.tensor([[1.0, 2.0], [1.0, 2.0], [1.0, 2.0], [4.0, 0.0]])
-    kept = torch.tensor([[True, True], [True, True], [True, True], [True, False]])
-    step_clock_table(table, clocks, residual, kept)
+    in_window = torch.tensor([[True, True], [True, True], [True, True], [True, False]])
+    step_clock_table(table, clocks, residual, in_window)
     expected = torch.zeros(CLOCK_ROWS, 2)
     expected[7] = 0.5
     expected[2] = CLOCK_RATE * torch.tensor([3.0, 6.0]) / (3 + CLOCK_PRIOR)
@@ -279,10 +279,10 @@ def test_host_build_is_independent_of_the_block_width():
     H = 9, and a block narrower than H computes something else (the test could fail)."""
     g = torch.Generator().manual_seed(3)
     inputs = (torch.randn(7, 5, generator=g), (torch.rand(7, 5, generator=g) < 0.3).float(), torch.randn(7, 5, 9, generator=g), torch.rand(9, generator=g), torch.randn(5, 9, generator=g))
-    keep = torch.arange(9) % 4 == 0
-    narrow, wide, widest = (host_advantage(*inputs, 0.8, keep, threads=threads) for threads in (16, 64, 256))
+    tied = torch.arange(9) % 4 == 0
+    narrow, wide, widest = (host_advantage(*inputs, 0.8, tied, threads=threads) for threads in (16, 64, 256))
     assert torch.equal(narrow, wide) and torch.equal(narrow, widest)
-    assert not torch.allclose(host_advantage(*inputs, 0.8, keep, threads=8), narrow)
+    assert not torch.allclose(host_advantage(*inputs, 0.8, tied, threads=8), narrow)
 
 
 def test_kernel_reads_only_inside_its_arrays():
@@ -329,9 +329,9 @@ def test_cupy_kernel_agrees_with_twin_on_gpu():
     g = torch.Generator().manual_seed(0)
     for T, N, H in [(64, 256, 128), (16, 33, 40), (3, 5, 128), (5, 7, 1)]:
         inputs = [torch.randn(T, N, generator=g), (torch.rand(T, N, generator=g) < 0.05).float(), torch.randn(T, N, H, generator=g), torch.rand(H, generator=g), torch.randn(N, H, generator=g)]
-        for lam, keep in [(1.0, None), (0.8, torch.rand(H, generator=g) < 0.2)]:
-            cuda_keep = keep.cuda() if keep is not None else None
-            torch.testing.assert_close(cuda_advantage(*[x.cuda() for x in inputs], lam, cuda_keep).cpu(), p3o_advantage(*inputs, lam, keep), **TOL)
+        for lam, tied in [(1.0, None), (0.8, torch.rand(H, generator=g) < 0.2)]:
+            cuda_keep = tied.cuda() if tied is not None else None
+            torch.testing.assert_close(cuda_advantage(*[x.cuda() for x in inputs], lam, cuda_keep).cpu(), p3o_advantage(*inputs, lam, tied), **TOL)
 
 
 def test_twin_and_host_build_agree_at_a_training_shape():
@@ -339,8 +339,8 @@ def test_twin_and_host_build_agree_at_a_training_shape():
     T, N, H = 64, 300, 128
     g = torch.Generator().manual_seed(4)
     inputs = (torch.randn(T, N, generator=g), (torch.rand(T, N, generator=g) < 0.03).float(), torch.randn(T, N, H, generator=g), torch.rand(H, generator=g) + 0.2, torch.randn(N, H, generator=g))
-    keep = torch.arange(H) % 5 == 0
-    torch.testing.assert_close(p3o_advantage(*inputs, 0.8, keep), host_advantage(*inputs, 0.8, keep, threads=256), **TOL)
+    tied = torch.arange(H) % 5 == 0
+    torch.testing.assert_close(p3o_advantage(*inputs, 0.8, tied), host_advantage(*inputs, 0.8, tied, threads=256), **TOL)
 
 
 def test_window_sum_variance_is_the_variance_of_the_decisions_window_sums():

@@ -97,6 +97,7 @@ def test_shared_pieces_are_verbatim_copies_of_p3o_ocean(name):
     elif name == "CLOCK_ROWS":
         assert (p3o_atari.CLOCK_ROWS, p3o_atari.CLOCK_RATE, p3o_atari.CLOCK_PRIOR, p3o_atari.TIE_Z) == (p3o_ocean.CLOCK_ROWS, p3o_ocean.CLOCK_RATE, p3o_ocean.CLOCK_PRIOR, p3o_ocean.TIE_Z)
         assert inspect.getsource(p3o_atari.Agent.clock_mu) == inspect.getsource(p3o_ocean.Agent.clock_mu)
+        assert inspect.getsource(p3o_atari.Agent.mu) == inspect.getsource(p3o_ocean.Agent.mu)
     elif name == "CHECKPOINT_KEYS":
         assert p3o_atari.CHECKPOINT_KEYS == p3o_ocean.CHECKPOINT_KEYS == ppo_baseline.CHECKPOINT_KEYS
     else:

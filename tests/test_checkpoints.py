@@ -225,8 +225,8 @@ def test_a_non_finite_mu_stops_the_run_at_the_advantage(script, bad, tmp_path, m
     forward = module.Agent.get_action_and_value
     calls = []
 
-    def bad_mu_at_step_40(self, x, action=None, **kwargs):
-        sampled, logprob, entropy, mu = forward(self, x, action, **kwargs)
+    def bad_mu_at_step_40(self, x, clock, action=None, **kwargs):
+        sampled, logprob, entropy, mu = forward(self, x, clock, action, **kwargs)
         if action is None:  # the rollout's forward pass (the update passes the actions taken)
             calls.append(1)
             if len(calls) == 40:

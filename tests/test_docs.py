@@ -117,3 +117,41 @@ def test_the_header_and_the_readme_count_the_p3o_blocks_as_the_code_has_them():
     assert f"{words[in_train]} in train" in header, (in_train, header)
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert f"differs from `ppo_baseline.py` in {len(opened)} blocks" in readme
+
+
+def test_the_readmes_box_states_the_scripts_defaults():
+    """The README's algorithm box names the defaults it describes: H, lam (and lam^32 in its cost line), the tie gate's
+    threshold, the value fraction, the window loss's coefficient and the clock's rate, prior and last row. Each must be
+    the default of both P3O scripts, so the box cannot drift from the code."""
+    import p3o_atari
+    import p3o_ocean
+
+    readme = (ROOT / "README.md").read_text()
+    box = readme[readme.index("```\nmu ") : readme.index("```", readme.index("```\nmu ") + 3)]
+
+    def number(pattern):
+        found = re.findall(pattern, box)
+        assert len(found) == 1, (pattern, found)
+        return float(found[0])
+
+    lam = number(r"\(--td-lambda ([\d.]+)\)")
+    stated = {
+        "horizon": number(r"\(--horizon (\d+)\)"),
+        "td_lambda": lam,
+        "value_fraction": number(r"\(--value-fraction ([\d.]+)\)"),
+        "window_loss_coef": number(r"\+ ([\d.]+) x 0\.5 \(sum_j"),
+        "TIE_Z": number(r"\) > ([\d.]+),"),
+        "CLOCK_RATE": number(r"c\[s, j\] \+= ([\d.]+) x"),
+        "CLOCK_PRIOR": number(r"\(their count \+ (\d+)\)"),
+        "CLOCK_LAST_ROW": number(r"rows capped at (\d+)"),
+    }
+    assert number(r"with weight lam\^j \(([\d.]+)\^32") == lam
+    assert abs(number(r"\^32 ~ ([\d.e-]+)\)") - lam**32) <= 0.05 * lam**32
+    assert "on half the decisions" in box and "(--clock)" in box
+    for module in (p3o_atari, p3o_ocean):
+        defaults = module.Args()
+        actual = {"horizon": defaults.horizon, "td_lambda": defaults.td_lambda, "value_fraction": defaults.value_fraction,
+                  "window_loss_coef": defaults.window_loss_coef, "TIE_Z": module.TIE_Z, "CLOCK_RATE": module.CLOCK_RATE,
+                  "CLOCK_PRIOR": module.CLOCK_PRIOR, "CLOCK_LAST_ROW": module.CLOCK_ROWS - 1}
+        assert stated == actual, (module.__name__, stated, actual)
+        assert defaults.value_fraction == 0.5 and defaults.clock  # "half", and the clock is on

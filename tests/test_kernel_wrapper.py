@@ -62,13 +62,13 @@ def test_the_wrapper_computes_the_reference_advantage(fake_cupy, lam, with_keep)
     """45 envs, a block each; H = 12 offsets in a block of 32 threads (a warp, the least), 20 of them padding."""
     T, N, H = 7, 45, 12
     x = inputs(T, N, H)
-    keep = (torch.arange(H) % 3 == 0).float() if with_keep else None
+    tied = (torch.arange(H) % 3 == 0).float() if with_keep else None
     advantage = kernels.advantage.load_cuda_advantage()
     assert [(k.name, k.source == KERNEL.read_text(), k.library is not None) for k in fake_cupy["kernels"]] == [
         ("p3o_advantage", True, True)]  # compiled at load
-    got = advantage(*x, lam, keep)
+    got = advantage(*x, lam, tied)
     assert got.shape == (T, N) and got.dtype == torch.float32
-    expected = reference_advantage(*x, lam, keep)
+    expected = reference_advantage(*x, lam, tied)
     torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=1e-5)
     assert fake_cupy["launches"] == [("p3o_advantage", (45,), (32,))]
     if lam < 1 and not with_keep:  # the default keep: no offset keeps its rewards, so the keep-all answer differs

@@ -67,15 +67,15 @@ def test_p3o_loop_computes_each_quantity_as_the_algorithm_says(script, env_name,
     # The tie: z from the residuals' correlation with the centred log-prob, and keep = z > 3
     z = tie_z(rewards, dones, mus, tail, r["logprobs"] + r["entropies"], valid)
     close(capture.calls["tie_z"][-1]["result"], z, "tie z", rtol=1e-3, atol=1e-3)
-    keep = advantage_call[6].numpy()
+    tied = advantage_call[6].numpy()
     clear = np.abs(z - p3o_ocean.TIE_Z) > 1e-3  # away from the threshold, float32 and float64 agree on the side
-    assert np.array_equal(keep[clear], (z > p3o_ocean.TIE_Z)[clear]), (keep, z)
+    assert np.array_equal(tied[clear], (z > p3o_ocean.TIE_Z)[clear]), (tied, z)
     assert clear.any()
 
     # The advantage: the lambda-returns' weighted residuals, the kept offsets' rewards; autoreset steps get none
-    expected_advantages = reference_advantage(rewards, dones, mus, sigma.double(), tail, args.td_lambda, keep).numpy() * valid
+    expected_advantages = reference_advantage(rewards, dones, mus, sigma.double(), tail, args.td_lambda, tied).numpy() * valid
     close(capture.advantages[-1], expected_advantages, "advantages", rtol=1e-4, atol=1e-4)
-    assert capture.scalars["charts/tied_offsets"][-1][1] == keep.sum()
+    assert capture.scalars["charts/tied_offsets"][-1][1] == tied.sum()
 
     # The update: every minibatch's loss, from the forward passes it made
     targets, window, inside = value_windows(rewards, dones, H)
@@ -97,12 +97,12 @@ def test_p3o_loop_computes_each_quantity_as_the_algorithm_says(script, env_name,
         clipped.append(clipfrac)
         # The Gaussian NLL of each kept (decision, offset) pair, over the pairs inside the episodes
         mu_now = critic["out"].double().numpy() + table_rows(critic["table"], flat(clocks)[v])
-        kept = offsets[None, :] < flat(window)[v][:, None]
-        residual = np.where(kept, flat(targets)[v] - mu_now, 0.0)
+        in_window = offsets[None, :] < flat(window)[v][:, None]
+        residual = np.where(in_window, flat(targets)[v] - mu_now, 0.0)
         log_sigma = critic["log_sigma"].clamp(-10, 10).double().numpy()
         nll = 0.0
         for j in range(H):
-            nll += 0.5 * math.exp(-2 * log_sigma[j]) * (residual[:, j] ** 2).sum() + log_sigma[j] * kept[:, j].sum()
+            nll += 0.5 * math.exp(-2 * log_sigma[j]) * (residual[:, j] ** 2).sum() + log_sigma[j] * in_window[:, j].sum()
         nll /= max(flat(inside)[v].sum(), 1)
         # The window loss: 0.5 (sum of target - mu over the window)^2, over the batch's window-sum variance where above 1
         window_residual = residual.sum(1)
@@ -115,13 +115,13 @@ def test_p3o_loop_computes_each_quantity_as_the_algorithm_says(script, env_name,
         # The clock table's step on this minibatch's value rows: c[s, j] += 0.1 * sum / (count + 64) of the residuals
         table, step_clocks, step_residual, step_kept = clock_step["args"]
         close(step_clocks, flat(clocks)[v], "the clock step's clocks", rtol=0, atol=0)
-        assert np.array_equal(step_kept.numpy(), kept), "the clock step's pairs"
+        assert np.array_equal(step_kept.numpy(), in_window), "the clock step's pairs"
         close(step_residual, residual, "the clock step's residuals", rtol=1e-4, atol=1e-5)
         expected_table = table.double().numpy().copy()
         table_sums, table_counts = np.zeros_like(expected_table), np.zeros_like(expected_table)
         for row, s in enumerate(flat(clocks)[v]):
             table_sums[min(s, 255)] += residual[row]
-            table_counts[min(s, 255)] += kept[row]
+            table_counts[min(s, 255)] += in_window[row]
         expected_table += 0.1 * table_sums / (table_counts + 64.0)
         close(clock_step["after"][0], expected_table, "the clock table after its step", rtol=1e-5, atol=1e-7)
         assert torch.equal(table, critic["table"])  # the step acts on the agent's own table, which mu reads next

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 
-def far_once_targets(script, rewards, terminals, mu, tail_mu, keep, K):
+def far_once_targets(script, rewards, terminals, mu, tail_mu, tied, K):
     """The far targets of far_bootstrap_once.patch at the offsets from K on: [T, N, H - K]."""
     T, N, H = mu.shape
     raw = script.episode_windows(rewards, terminals, H, tail_mu)[0][..., K:]
@@ -32,25 +32,25 @@ def far_once_targets(script, rewards, terminals, mu, tail_mu, keep, K):
     if K < T:
         runs = script.episode_ends(terminals)[: T - K] >= torch.arange(K, T, device=mu.device)[:, None]
         targets[: T - K] = torch.where(runs[..., None], mu[K:, :, : H - K], raw[: T - K])
-    return torch.where(keep[K:], raw, targets)
+    return torch.where(tied[K:], raw, targets)
 
 
 def measured(script, K, log):
     """script.p3o_advantage, which also records the parts of both advantages on each call into `log`."""
     advantage = script.p3o_advantage
 
-    def wrapper(rewards, terminals, mu, sigma, tail_mu, lam, keep=None):
+    def wrapper(rewards, terminals, mu, sigma, tail_mu, lam, tied=None):
         H = mu.shape[-1]
-        keep = torch.zeros(H, dtype=torch.bool) if keep is None else keep
+        tied = torch.zeros(H, dtype=torch.bool) if tied is None else tied
         omega = script.precision(sigma)
         w = omega / omega.max()
         near_only = sigma.clone()
         near_only[K:] = script.MAX_SIGMA  # weight 0 at the far offsets (below float32's resolution against 1)
         # today's near part alone, and today's advantage; its far part is the difference
-        today = advantage(rewards, terminals, mu, sigma, tail_mu, lam, keep)
-        near = (advantage(rewards, terminals, mu, near_only, tail_mu, lam, keep) * (omega[:K].max() / omega.max()))
+        today = advantage(rewards, terminals, mu, sigma, tail_mu, lam, tied)
+        near = (advantage(rewards, terminals, mu, near_only, tail_mu, lam, tied) * (omega[:K].max() / omega.max()))
         far_today = today - near
-        far_once = (far_once_targets(script, rewards, terminals, mu, tail_mu, keep, K) - mu[..., K:]) @ w[K:]
+        far_once = (far_once_targets(script, rewards, terminals, mu, tail_mu, tied, K) - mu[..., K:]) @ w[K:]
         log.append({"near": near.std().item(), "far_today": far_today.std().item(), "far_once": far_once.std().item()})
         return today
 

@@ -41,8 +41,7 @@ def sigma_pairs(checkpoint_path, rollouts, num_envs=None, seed=7):
             for t in range(T):
                 valid[t] = next_valid
                 clock = torch.as_tensor(envs.episode_length)
-                action, _, _, mu = agent.get_action_and_value(next_obs)
-                mus[t] = mu + agent.clock_mu(clock)
+                action, _, _, mus[t] = agent.get_action_and_value(next_obs, clock)
                 next_obs, reward, terminations, truncations, _ = envs.step(action)
                 rewards[t], terminals[t] = reward, (terminations | truncations).float()
                 next_valid = 1.0 - terminals[t] * envs.autoreset_next_step  # as training: the step after a done is no decision
