@@ -132,17 +132,14 @@ class Args:
 # ALGO LOGIC
 # ---------------------------------------------------------------------------------------------------------
 # P3O: the value head's targets and the advantage (docs/algorithm.md): p3o_advantage, twin of kernels/advantage.cu
-# sigma's range (log_sigma clamped to [-10, 10]): it keeps the weights finite; w = omega / max(omega) is scale-free
-MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)
-# --clock: a table c[s, j] added to mu, so the critic can tell where an episode whose end is set by time ends, which no
-# observation need show. Rows: episode steps 0 .. 254, then one for every later step. Each minibatch moves a cell
-# CLOCK_RATE * n / (n + CLOCK_PRIOR) of the way to the mean residual of its n decisions there: 0.01 to 0.04 on the Ocean
-# probes (tens a cell), 0.0015 on Breakout (one or none), so a rare cell averages many batches instead of fitting one
-# (at CLOCK_PRIOR = 4 a Breakout seed stalled; research/ablations.md). Set once and kept since, on every env: not flags.
+MIN_SIGMA, MAX_SIGMA = math.exp(-10), math.exp(10)  # log_sigma's clamp: finite weights (w is scale-free), no tuning
+# --clock: a table c[s, j] added to mu, so the critic can tell where an episode whose end is set by time ends. Rows:
+# episode steps 0 .. 254, then one for every later step. Each minibatch moves a cell CLOCK_RATE * n / (n + CLOCK_PRIOR)
+# of the way to the mean residual of its n decisions there: 0.01 to 0.04 on the Ocean probes (tens a cell), 0.0015 on
+# Breakout (one or none), so a rare cell averages many batches (CLOCK_PRIOR = 4 stalled Breakout; ablations.md): fixed.
 CLOCK_ROWS = 256
 CLOCK_RATE, CLOCK_PRIOR = 0.1, 64.0
-# The offsets whose tie_z is above this keep their rewards as the advantage's targets: three standard errors, a test's
-# level rather than a tuned number (z is about |N(0, 1)| where the action does not move the reward).
+# Offsets with tie_z above this keep their rewards as targets: three standard errors (z ~ |N(0, 1)| where nothing ties).
 TIE_Z = 3.0
 
 
@@ -270,10 +267,9 @@ def p3o_advantage(rewards, terminals, mu, sigma, tail_mu, lam, tied=None):
 
 
 def tie_z(rewards, terminals, mu, tail_mu, score, valid):
-    """z[j] = |corr(target[j] - mu[j], score)| * sqrt(n) over the batch's n decisions (valid): how surely the action
-    moves the reward j steps ahead, with score its centred log-prob (about |N(0, 1)| where nothing ties them): corr is
-    uncentred, sum(e * score) / sqrt(sum(e^2) sum(score^2)), e the rewards ahead (episode_windows' with the tail) less
-    mu, built a block of envs at a time: on the CPU every fresh page costs a fault.
+    """z[j] = |corr(e[j], score)| * sqrt(n) over the batch's n decisions (valid), an uncentred corr, sum(e score) /
+    sqrt(sum(e^2) sum(score^2)): how surely the action moves the reward j steps ahead. e is the rewards ahead (with the
+    tail, a block of envs at a time: on the CPU every fresh page costs a fault) less mu, score the centred log-prob.
     Shapes: rewards, terminals, score, valid [T, N]; mu [T, N, H]; tail_mu [N, H]. Returns z [H]."""
     T, N, H = mu.shape
     score = torch.where(valid, score, 0.0)
@@ -335,8 +331,7 @@ class Agent(nn.Module):
         self.register_buffer("clock_table", torch.zeros(CLOCK_ROWS, args.horizon) if args.clock else None)
 
     def clock_mu(self, clock):
-        """--clock: the table's part of mu for decisions `clock` steps into their episodes, [*clock.shape, H] (0
-        without it)."""
+        """--clock: the table's part of mu at decisions `clock` steps into their episodes, [*clock.shape, H] (or 0)."""
         if self.clock_table is None:
             return 0.0
         return self.clock_table.index_select(0, clock.clamp(0, CLOCK_ROWS - 1).reshape(-1)).view(*clock.shape, -1)
@@ -349,8 +344,7 @@ class Agent(nn.Module):
         return self.actor(self.network(x))
 
     def mu(self, hidden, clock):
-        """mu [B, H], the rewards ahead as the critic predicts them: the head's part plus --clock's table's part for
-        decisions `clock` steps into their episodes. The only place the two parts meet."""
+        """mu [B, H], the rewards ahead as predicted: the head's, plus --clock's table at the decisions' `clock`."""
         return self.critic(hidden) + self.clock_mu(clock)
 
     def get_action_and_value(self, x, clock, action=None, hidden=None, value_rows=None):
@@ -536,9 +530,8 @@ def train(args, checkpoint=None):
                 mb_inds = b_inds[start:end]
                 mb_valid = b_valid[mb_inds]
                 # index_select: on the CPU, tensor[indices] is over ten times slower for the large rows
-                # P3O: the trunk's features (the window loss reads them too) and mu of the value loss's decisions, the
-                # first value_rows of the minibatch's random order
-                v_inds = mb_inds[:value_rows]
+                # P3O: the trunk's features (the window loss reads them too) and mu of the value loss's decisions
+                v_inds = mb_inds[:value_rows]  # the first value_rows of the minibatch's random order
                 hidden = agent.get_features(b_obs.index_select(0, mb_inds))
                 _, newlogprob, entropy, newmu = agent.get_action_and_value(
                     None, b_clocks[v_inds], b_actions[mb_inds], hidden=hidden, value_rows=value_rows)
@@ -563,9 +556,8 @@ def train(args, checkpoint=None):
                 pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
                 pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mb_valid)
 
-                # P3O: value loss, the Gaussian NLL of each known reward ahead under N(mu[j], sigma[j]^2), summed
-                # over the window's pairs, over the pairs inside the episodes: zeros past a terminal must not dilute
-                # it as H grows
+                # P3O: value loss, the Gaussian NLL of the window's rewards under N(mu[j], sigma[j]^2), summed and
+                # divided by the pairs inside the episodes: zeros past a terminal must not dilute it as H grows
                 log_sigma = agent.log_sigma.clamp(-10, 10)
                 mb_rewards_ahead = b_rewards_ahead.index_select(0, v_inds)
                 window = b_windows[v_inds]
