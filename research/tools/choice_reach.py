@@ -33,8 +33,8 @@ def main():
     zs, rollout = [], {"actions": [], "logprobs": []}
     tie_z, get_action_and_value = p3o_ocean.tie_z, p3o_ocean.Agent.get_action_and_value
 
-    def recording_policy(agent, x, action=None, *rest, **kwargs):
-        out = get_action_and_value(agent, x, action, *rest, **kwargs)
+    def recording_policy(agent, x, clock, action=None, *rest, **kwargs):
+        out = get_action_and_value(agent, x, clock, action, *rest, **kwargs)
         if action is None:  # a rollout step, not the update
             rollout["actions"].append(out[0])
             rollout["logprobs"].append(out[1])
