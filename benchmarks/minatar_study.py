@@ -237,6 +237,8 @@ def default_table(finals, default, title="Today's default", steps="5M steps"):
     print("| PPO 0.99 / 0.95 | " + " | ".join(f"{cell(ppo[(g, 'ppo_0.99')])} ({len(ppo[(g, 'ppo_0.99')])})" for g in games) + " |")
     print("| PPO's best arm | " + " | ".join(f"{cell(ppo[(g, best[g])])} ({PPO_NAMES[best[g]]}; {len(ppo[(g, best[g])])})" for g in games) + " |")
     for arm, name in (("p3o_h128", "P3O H = 128"), ("p3o_h32", "P3O H = 32")):
+        if not any((g, arm) in default for g in games):
+            continue
         print(f"| {name} | " + " | ".join(f"{cell(default[(g, arm)])} ({len(default[(g, arm)])})" if (g, arm) in default else "" for g in games) + " |")
     print(f"\nP3O normalised, the mean over {len(games)} games of its mean / PPO's, with a 95% bootstrap interval:")
     for arm, name in (("p3o_h128", "P3O H = 128"), ("p3o_h32", "P3O H = 32")):
