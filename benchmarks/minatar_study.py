@@ -225,11 +225,12 @@ def finals_of(path):
 
 def default_table(finals, default, title="Today's default", steps="5M steps"):
     """The README's table: P3O at today's default (`default`'s p3o_h128 and p3o_h32) against PPO at 0.99 / 0.95 and
-    PPO's best arm on each game (PPO's arms of `finals` and `default`), and P3O's normalised scores."""
+    PPO's best arm on each game (PPO's arms of `finals` and `default`), and P3O's normalised scores. Returns the games
+    of the table and each one's best PPO arm ([] and {} where no game has both P3O and PPO 0.99)."""
     ppo = {**{k: v for k, v in finals.items() if k[1] in PPO_NAMES}, **{k: v for k, v in default.items() if k[1] in PPO_NAMES}}
     games = [g for g in GAMES if (g, "p3o_h128") in default and (g, "ppo_0.99") in ppo]
     if not games:
-        return
+        return [], {}
     best = {g: max((a for a in PPO_NAMES if (g, a) in ppo), key=lambda a: np.mean(ppo[(g, a)])) for g in games}
     cell = lambda values: "{:.2f} +- {:.2f}".format(*ci95(values))  # noqa: E731
     print(f"{title}, {steps}: final return, mean +- 95% CI (seeds)\n")
@@ -248,6 +249,7 @@ def default_table(finals, default, title="Today's default", steps="5M steps"):
             by_099 = normalised_score(values, [[np.array(ppo[(g, "ppo_0.99")])] for g in games], np.random.default_rng(0))
             print("{}: {:.3f} [{:.3f}, {:.3f}] by PPO's best arm, {:.3f} [{:.3f}, {:.3f}] by PPO 0.99 / 0.95".format(name, *by_best, *by_099))
     print()
+    return games, best
 
 
 def command_speed(opts):
@@ -294,9 +296,7 @@ def print_differences(finals, games, arms, best):
 def delay_report(finals, delay, steps):
     """The late-reward study (`run --delay K`): its table, every arm against PPO at 0.99 / 0.95 and PPO's best arm
     game by game, P3O's normalised scores, and the differences."""
-    default_table(finals, finals, f"Every reward {delay} steps late", f"{steps / 1e6:.0f}M steps")
-    games = [g for g in GAMES if (g, "p3o_h128") in finals]
-    best = {g: max((a for a in PPO_NAMES if (g, a) in finals), key=lambda a: np.mean(finals[(g, a)]), default=None) for g in games}
+    games, best = default_table(finals, finals, f"Every reward {delay} steps late", f"{steps / 1e6:.0f}M steps")
     print_differences(finals, games, [arm for arm in ARMS if any(key[1] == arm for key in finals)], best)
 
 
