@@ -134,13 +134,19 @@ def train(game, arm, seed, steps, runs, tag="", extra=(), delay=0):
     return run_folder(runs, game, name, seed, delay)
 
 
+def last_tenth(curve, steps):
+    """The values of a [(step, value)] curve logged in the last 10% of a run of `steps`: a run's final return is
+    their mean."""
+    return [value for step, value in curve if step > 0.9 * steps]
+
+
 def export(folder, game, arm, seed, steps, machine):
     """Append one finished run to the three CSVs; returns its row."""
     reached = max([step for _, step, _ in scalars(folder, "charts/SPS")], default=0)
     if reached < steps - 64 * 128:
         raise ValueError(f"minatar_study.py: {folder} ended at step {reached:,}, not {steps:,}: resume it first")
     curve = [(step, value) for _, step, value in scalars(folder, "charts/episodic_return")]
-    final = [value for step, value in curve if step > 0.9 * steps]
+    final = last_tenth(curve, steps)
     if not final:
         raise ValueError(f"minatar_study.py: {folder} finished no episode in the last 10% of its steps")
     last = lambda tag: (scalars(folder, tag) or [(0, 0, float("nan"))])[-1][2]  # noqa: E731

@@ -20,11 +20,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from minatar_study import run_key, scalars  # noqa: E402
+from minatar_study import last_tenth, run_key, scalars  # noqa: E402
 
 
 def final_mean(curve, reached):
-    values = [value for _, step, value in curve if step > 0.9 * reached]
+    values = last_tenth([(step, value) for _, step, value in curve], reached)
     return float(np.mean(values)) if values else float("nan")
 
 
