@@ -247,7 +247,8 @@ def default_table(finals, default, title="Today's default", steps="5M steps"):
         if not any((g, arm) in default for g in games):
             continue
         print(f"| {name} | " + " | ".join(f"{cell(default[(g, arm)])} ({len(default[(g, arm)])})" if (g, arm) in default else "" for g in games) + " |")
-    print(f"\nP3O normalised, the mean over {len(games)} games of its mean / PPO's, with a 95% bootstrap interval:")
+    what = f"its mean / PPO's on {games[0]}" if len(games) == 1 else f"the mean over {len(games)} games of its mean / PPO's"
+    print(f"\nP3O normalised, {what}, with a 95% bootstrap interval:")
     for arm, name in (("p3o_h128", "P3O H = 128"), ("p3o_h32", "P3O H = 32")):
         if all((g, arm) in default for g in games):
             values = [np.array(default[(g, arm)]) for g in games]
