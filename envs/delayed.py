@@ -12,7 +12,10 @@ delay, register it from a module of your own and train on that module's id:
     from envs.delayed import register
     register("CartPole-v1", 50)                       # CartPole-Delay50-v1; summed=True gives CartPole-Sum50-v1
 
-The delay is invisible: the observation is the base env's, so nothing the agent sees says what is owed."""
+The delay is invisible: the observation is the base env's, so nothing the agent sees says what is owed. And ending an
+episode pays what is owed at once: a learner that discounts can prefer to end an episode right after a reward (on
+MinAtar, P3O on Breakout at K = 32, and P3O at H = 32 and PPO at 0.99 on SpaceInvaders at K = 96: docs/results.md,
+"Late rewards"). research/tools/cash_in.py plays a checkpoint on the base env and says whether it does."""
 from collections import deque
 
 import gymnasium as gym
