@@ -22,11 +22,7 @@ from torch.distributions import Categorical
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import evaluate  # noqa: E402
-
-
-def corr(x, y):
-    x, y = x - x.mean(), y - y.mean()
-    return float((x * y).sum() / (x.square().sum() * y.square().sum()).sqrt().clamp(min=1e-30))
+from late_credit import corr  # noqa: E402  (corr(x, y, mask): Pearson's r over the masked entries)
 
 
 def main():
@@ -62,9 +58,9 @@ def main():
             continue
         same = (ended[k - 1 : T - 1] == ended[: T - k]) & ~done[: T - k]  # no episode ends at t .. t + k - 1
         earned, predicted = r[: T - k][same], mu[k:, :, K - k][same]
-        control = f"{corr(earned, mu[k:, :, K - k + 8][same]):+.3f}" if K - k + 8 < mu.shape[-1] else "-"
-        print(f"  k = {k:2d}: {corr(earned, predicted):+.3f} (at offset K - k + 8, where nothing of r[t] is paid: "
-              f"{control}); mu after a reward {predicted[earned != 0].mean():.3f}, after none "
+        control = f"{corr(r[: T - k], mu[k:, :, K - k + 8], same):+.3f}" if K - k + 8 < mu.shape[-1] else "-"
+        print(f"  k = {k:2d}: {corr(r[: T - k], mu[k:, :, K - k], same):+.3f} (at offset K - k + 8, where nothing of "
+              f"r[t] is paid: {control}); mu after a reward {predicted[earned != 0].mean():.3f}, after none "
               f"{predicted[earned == 0].mean():.3f} ({int(same.sum())} pairs)")
 
 
